@@ -1,0 +1,35 @@
+# One place for set-up and checks. `make app` and `make test` are the README's Quick start.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: app test check lint typecheck screenshots bench locomo system-deps clean
+
+$(STAMP): pyproject.toml
+	bash .ci/system-deps
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+system-deps:
+	bash .ci/system-deps
+
+## Install everything and open the inspector on the default store.
+app: $(STAMP)
+	$(VENV)/bin/memlens gui
+
+## Install everything, then run the tests, the linter and the type checker.
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest
+	$(VENV)/bin/ruff check core gui tests
+	$(VENV)/bin/mypy core gui
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check core gui tests
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy core gui
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,46 @@
+"""memlens core: the memory store and lifecycle engine (no Qt here, ever).
+
+Start with :class:`MemoryStore`::
+
+    from core import MemoryStore
+    with MemoryStore.open("memory.db") as store:
+        store.remember("The project uses pnpm to install dependencies", project="web")
+"""
+
+from core.errors import (
+    CorruptDatabaseError,
+    InvalidInput,
+    MemlensError,
+    NewerDatabaseError,
+    NotAMemlensDatabase,
+    NotFound,
+    QueryError,
+    StoreEnvironmentError,
+    StoreLockedError,
+)
+from core.models import Layer, Memory, Origin
+from core.store import AuditEntry, ForgetResult, Hit, MemoryStore, Session, SupersedePreview
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AuditEntry",
+    "CorruptDatabaseError",
+    "ForgetResult",
+    "Hit",
+    "InvalidInput",
+    "Layer",
+    "MemlensError",
+    "Memory",
+    "MemoryStore",
+    "NewerDatabaseError",
+    "NotAMemlensDatabase",
+    "NotFound",
+    "Origin",
+    "QueryError",
+    "Session",
+    "StoreEnvironmentError",
+    "StoreLockedError",
+    "SupersedePreview",
+    "__version__",
+]

@@ -1,0 +1,260 @@
+"""The SQLite layer: picking the SQLite build, opening a file safely, transactions, migrations, error sorting.
+
+Nothing above this module touches ``sqlite3`` connection setup, and nothing here knows what a memory is beyond
+the schema. Opening is careful: the file is identified (SQLite header, application id, schema version) *before*
+any statement that could write, so a foreign, corrupt or newer file is refused without a single byte changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from core import schema
+from core.errors import (
+    CorruptDatabaseError,
+    DiskFullError,
+    NewerDatabaseError,
+    NotAMemlensDatabase,
+    ReadOnlyStoreError,
+    StoreEnvironmentError,
+    StoreLockedError,
+)
+from core.text import index_text
+
+
+def _pick_sqlite() -> ModuleType:
+    """pysqlite3 (a current SQLite with FTS5 secure-delete) where installed, else the interpreter's sqlite3.
+
+    ``MEMLENS_SQLITE=system`` forces the interpreter's build (tests use it to prove erasure holds there too).
+    """
+    if os.environ.get("MEMLENS_SQLITE", "").lower() != "system":
+        try:
+            from pysqlite3 import dbapi2  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+            return dbapi2  # type: ignore[no-any-return, unused-ignore]
+        except ImportError:
+            pass
+    import sqlite3
+
+    return sqlite3
+
+
+sqlite: Any = _pick_sqlite()
+SQLITE_VERSION: tuple[int, ...] = tuple(int(p) for p in sqlite.sqlite_version.split("."))
+#: FTS5 can purge deleted terms from its index in place only from SQLite 3.42 on.
+HAS_FTS5_SECURE_DELETE = SQLITE_VERSION >= (3, 42, 0)
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 5_000
+#: How long a writer keeps retrying a locked database (on top of the busy timeout) before giving up clearly.
+LOCK_RETRY_SECONDS = 30.0
+
+Connection = Any  # sqlite3.Connection or pysqlite3's; they share the DB-API surface
+
+
+def classify(exc: BaseException, path: Path | str) -> Exception:
+    """Turn a raw SQLite error into the memlens error a person can act on; unknown errors are returned as is."""
+    msg = str(exc).lower()
+    where = str(path)
+    if "database is locked" in msg or "database is busy" in msg or "database table is locked" in msg:
+        return StoreLockedError(f"{where} is locked by another process; try again in a moment")
+    if "file is not a database" in msg or "file is encrypted" in msg:
+        return NotAMemlensDatabase(f"{where} is not a SQLite database")
+    if "malformed" in msg or "corrupt" in msg or "invalid fts5 file format" in msg:
+        return CorruptDatabaseError(f"{where} is damaged ({exc}); run `memlens doctor` or restore a backup")
+    if "readonly" in msg or "read-only" in msg or "attempt to write a readonly database" in msg:
+        return ReadOnlyStoreError(f"{where} cannot be written (read-only file or folder)")
+    if "database or disk is full" in msg or ("disk i/o error" in msg and "full" in msg):
+        return DiskFullError(f"the disk holding {where} is full; nothing was written")
+    if "unable to open database" in msg:
+        return ReadOnlyStoreError(f"{where} cannot be opened (missing folder or no permission)")
+    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def _register_functions(conn: Connection) -> None:
+    # The FTS triggers call this; it must be deterministic because the contentless index replays it on delete.
+    conn.create_function("ml_index_text", 1, lambda t: index_text(t) if t is not None else "", deterministic=True)
+
+
+def _identify(path: Path) -> str:
+    """'new' for a missing or empty file, 'sqlite' for a SQLite file; raises for anything else."""
+    if not path.exists():
+        return "new"
+    if path.is_dir():
+        raise NotAMemlensDatabase(f"{path} is a folder, not a memlens database")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except PermissionError as exc:
+        raise ReadOnlyStoreError(f"{path} cannot be read: {exc.strerror}") from None
+    if not head:
+        return "new"
+    if head != SQLITE_HEADER:
+        raise NotAMemlensDatabase(f"{path} is not a SQLite database (it does not start with the SQLite header)")
+    return "sqlite"
+
+
+def _make_private(path: Path) -> None:
+    """Create the store's folder readable by the owner only (memories are private)."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.chmod(stat.S_IRWXU)
+
+
+def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Connection:
+    """Open (and if needed create and migrate) the memlens database at ``path``.
+
+    Refuses, without writing, a file that is not SQLite, SQLite written by another application, corrupt, or
+    written by a newer memlens. ``readonly`` opens with ``mode=ro`` (time-travel previews, doctor).
+    """
+    path = Path(path)
+    kind = _identify(path)
+    if kind == "new" and (readonly or not create):
+        raise NotAMemlensDatabase(f"{path} does not exist (use `memlens init` to create a store)")
+    if kind == "new":
+        _make_private(path)
+        # Create the file ourselves so its mode is 0600 from the first byte.
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+        uri = f"file:{path.as_posix()}?mode=rw"
+    else:
+        uri = f"file:{path.as_posix()}?mode={'ro' if readonly else 'rw'}"
+    try:
+        conn = sqlite.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    except sqlite.Error as exc:
+        raise classify(exc, path) from None
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if kind == "sqlite":
+            _check_identity(conn, path)
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
+        else:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        # Overwrite deleted content with zeros: a forgotten memory must not linger in free pages.
+        conn.execute("PRAGMA secure_delete = ON")
+        _register_functions(conn)
+        if not readonly:
+            migrate(conn, path)
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, sqlite.Error):
+            raise classify(exc, path) from None
+        raise
+    return conn
+
+
+def _check_identity(conn: Connection, path: Path) -> None:
+    """Raise unless the open file is a memlens database this version can use. Reads only."""
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite.Error as exc:
+        raise classify(exc, path) from None
+    if app_id != schema.APPLICATION_ID:
+        if not tables:
+            return  # an empty SQLite file (created by `sqlite3 file ''`): ours to initialise
+        raise NotAMemlensDatabase(f"{path} is a SQLite database, but not a memlens store (it belongs to another application)")
+    if version > schema.SCHEMA_VERSION:
+        raise NewerDatabaseError(
+            f"{path} was written by a newer memlens (schema {version}; this version knows up to "
+            f"{schema.SCHEMA_VERSION}). Upgrade memlens to open it; the file was left untouched."
+        )
+    missing = set(schema.REQUIRED_TABLES) - tables if version == schema.SCHEMA_VERSION else set()
+    if missing:
+        raise CorruptDatabaseError(f"{path} is a memlens store with missing tables ({', '.join(sorted(missing))}); run `memlens doctor`")
+
+
+def migrate(conn: Connection, path: Path | str = "") -> None:
+    """Bring the schema up to date, each migration applied together with its version record in one transaction."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    for version, statements in schema.MIGRATIONS:
+        if version <= current:
+            continue
+        with transaction(conn, path):
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= version:
+                continue
+            for sql in statements:
+                conn.execute(sql)
+            if version == 1:
+                conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+                if HAS_FTS5_SECURE_DELETE and os.environ.get("MEMLENS_SQLITE", "").lower() != "system":
+                    # Stores created with a current SQLite purge deleted terms from the FTS index in place.
+                    for table in schema.FTS_TABLES:
+                        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
+            conn.execute(f"PRAGMA user_version = {version}")
+
+
+@contextlib.contextmanager
+def transaction(conn: Connection, path: Path | str = "") -> Iterator[Connection]:
+    """One write transaction: BEGIN IMMEDIATE at the top level, a SAVEPOINT when nested; rollback on any error.
+
+    The write lock is taken up front (IMMEDIATE) so two writers queue on the busy timeout instead of failing
+    half-way; if the lock still cannot be had, it is retried with backoff for up to LOCK_RETRY_SECONDS, then
+    a StoreLockedError says so. SQLite errors leave as memlens errors; the original error is kept as the cause.
+    """
+    if conn.in_transaction:
+        name = f"sp_{random.randrange(1 << 30)}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    _begin_immediate(conn, path)
+    try:
+        yield conn
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite.Error):
+            raise classify(exc, path) from exc
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite.Error as exc:
+        with contextlib.suppress(Exception):
+            conn.execute("ROLLBACK")
+        raise classify(exc, path) from exc
+
+
+def _begin_immediate(conn: Connection, path: Path | str) -> None:
+    deadline = time.monotonic() + LOCK_RETRY_SECONDS
+    delay = 0.01
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite.OperationalError as exc:
+            err = classify(exc, path)
+            if not isinstance(err, StoreLockedError) or time.monotonic() >= deadline:
+                raise err from exc
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+
+
+def run_read(conn: Connection, path: Path | str, fn: Callable[[], Any]) -> Any:
+    """Run a read, turning SQLite environment errors into memlens errors."""
+    try:
+        return fn()
+    except sqlite.Error as exc:
+        err = classify(exc, path)
+        if isinstance(err, StoreEnvironmentError):
+            raise err from exc
+        raise

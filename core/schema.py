@@ -1,0 +1,179 @@
+"""The database schema and its migrations, in order.
+
+A migration is a list of statements applied in one transaction together with ``PRAGMA user_version``; a store
+whose version is higher than :data:`SCHEMA_VERSION` is refused (see :mod:`core.db`). Times are stored as UTC
+epoch seconds (REAL) so comparisons and indexes stay cheap at a million rows.
+"""
+
+from __future__ import annotations
+
+#: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
+APPLICATION_ID = 0x4D4C4E53
+SCHEMA_VERSION = 1
+
+REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta")
+FTS_TABLES = ("memory_fts", "similarity_index")
+
+_V1 = [
+    """
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE sessions (
+        id            TEXT PRIMARY KEY,
+        project       TEXT,
+        started_at    REAL NOT NULL,
+        last_event_at REAL NOT NULL,
+        ended_at      REAL,
+        metadata      TEXT NOT NULL DEFAULT '{}'
+    )
+    """,
+    "CREATE INDEX sessions_by_time ON sessions(last_event_at)",
+    """
+    CREATE TABLE memories (
+        id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+        layer                TEXT NOT NULL CHECK (layer IN ('working', 'episodic', 'semantic', 'procedural')),
+        type                 TEXT NOT NULL,
+        title                TEXT NOT NULL,
+        content              TEXT NOT NULL,
+        project              TEXT,
+        session_id           TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+        tags                 TEXT NOT NULL DEFAULT '[]',
+        importance           REAL NOT NULL CHECK (importance >= 0 AND importance <= 1),
+        origin               TEXT NOT NULL,
+        source_ref           TEXT,
+        created_at           REAL NOT NULL,
+        updated_at           REAL NOT NULL,
+        last_accessed_at     REAL NOT NULL,
+        access_count         INTEGER NOT NULL DEFAULT 0 CHECK (access_count >= 0),
+        version              INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1),
+        parent_id            INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+        chain_id             INTEGER NOT NULL,
+        supersedes           TEXT NOT NULL DEFAULT '[]',
+        supersede_similarity REAL,
+        is_latest            INTEGER NOT NULL DEFAULT 1 CHECK (is_latest IN (0, 1)),
+        forget_after         REAL,
+        pinned               INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        metadata             TEXT NOT NULL DEFAULT '{}',
+        token_count          INTEGER NOT NULL DEFAULT 0,
+        fade_at              REAL,
+        content_hash         TEXT NOT NULL
+    )
+    """,
+    # Browsing a layer newest first (the GUI's default view) and paging through it.
+    "CREATE INDEX memories_by_layer ON memories(layer, is_latest, created_at)",
+    "CREATE INDEX memories_by_chain ON memories(chain_id, version)",
+    "CREATE INDEX memories_by_session ON memories(session_id, created_at) WHERE session_id IS NOT NULL",
+    "CREATE INDEX memories_by_project ON memories(project, is_latest) WHERE project IS NOT NULL",
+    # The sweep finds what is due through these instead of reading every row.
+    "CREATE INDEX memories_by_ttl ON memories(forget_after) WHERE forget_after IS NOT NULL",
+    "CREATE INDEX memories_by_fade ON memories(fade_at) WHERE fade_at IS NOT NULL",
+    "CREATE INDEX memories_by_source ON memories(source_ref) WHERE source_ref IS NOT NULL",
+    "CREATE INDEX memories_by_parent ON memories(parent_id) WHERE parent_id IS NOT NULL",
+    """
+    CREATE TABLE memory_tags (
+        tag       TEXT NOT NULL,
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        PRIMARY KEY (tag, memory_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX memory_tags_by_memory ON memory_tags(memory_id)",
+    """
+    CREATE TABLE access_log (
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        at        REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX access_log_by_memory ON access_log(memory_id, at)",
+    """
+    CREATE TABLE relations (
+        src_id     INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        dst_id     INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        kind       TEXT NOT NULL CHECK (kind IN ('supersedes', 'extends', 'derives', 'contradicts', 'related')),
+        created_at REAL NOT NULL,
+        score      REAL,
+        PRIMARY KEY (src_id, dst_id, kind)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX relations_by_dst ON relations(dst_id)",
+    # The audit log never holds memory text: ids, hashes, numbers and reasons only, so forgetting stays complete.
+    """
+    CREATE TABLE audit (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        at         REAL NOT NULL,
+        operation  TEXT NOT NULL,
+        actor      TEXT NOT NULL,
+        target_ids TEXT NOT NULL DEFAULT '[]',
+        details    TEXT NOT NULL DEFAULT '{}',
+        prev_hash  TEXT NOT NULL,
+        hash       TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX audit_by_operation ON audit(operation, at)",
+    "CREATE INDEX audit_by_time ON audit(at)",
+    """
+    CREATE TABLE audit_targets (
+        memory_id INTEGER NOT NULL,
+        audit_id  INTEGER NOT NULL REFERENCES audit(id),
+        PRIMARY KEY (memory_id, audit_id)
+    ) WITHOUT ROWID
+    """,
+    # Append-only, enforced by the database itself.
+    """
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    """
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    """
+    CREATE TRIGGER audit_targets_no_update BEFORE UPDATE ON audit_targets
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    """
+    CREATE TRIGGER audit_targets_no_delete BEFORE DELETE ON audit_targets
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END
+    """,
+    # Full-text index over every version (superseded ones are filtered out by the query unless asked for).
+    # Contentless: the text lives once, in `memories`; the triggers replay ml_index_text() to delete.
+    """
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        title, content, tags, content='', tokenize='porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memory_fts(rowid, title, content, tags)
+        VALUES (new.id, ml_index_text(new.title), ml_index_text(new.content), ml_index_text(new.tags));
+    END
+    """,
+    """
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, title, content, tags)
+        VALUES ('delete', old.id, ml_index_text(old.title), ml_index_text(old.content), ml_index_text(old.tags));
+    END
+    """,
+    """
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF title, content, tags ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, title, content, tags)
+        VALUES ('delete', old.id, ml_index_text(old.title), ml_index_text(old.content), ml_index_text(old.tags));
+        INSERT INTO memory_fts(rowid, title, content, tags)
+        VALUES (new.id, ml_index_text(new.title), ml_index_text(new.content), ml_index_text(new.tags));
+    END
+    """,
+    # Supersede candidates: the similarity-token keys of *latest* memories only (see core/supersede.py).
+    "CREATE VIRTUAL TABLE similarity_index USING fts5(keys, content='', detail=none, tokenize='ascii')",
+    # How many latest memories hold each token key: lets supersede probe its rarest tokens first.
+    """
+    CREATE TABLE token_stats (
+        key TEXT PRIMARY KEY,
+        df  INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1)]

@@ -1,0 +1,241 @@
+"""Text handling: the supersede token sets, the text given to the FTS5 index, safe queries and snippets.
+
+Two tokenisations live here on purpose, because they answer different questions:
+
+* :func:`similarity_tokens` is the word *set* used for supersede (Jaccard): lower-cased, NFC, words longer than
+  two characters, Chinese/Japanese/Korean runs as character bigrams. No stemming, so "uses" and "use" differ,
+  as agentmemory compares them.
+* :func:`index_text` is what FTS5 indexes. FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer does
+  lower-casing, accent folding and stemming for Latin scripts; this function only rewrites CJK runs into
+  overlapping bigrams, because unicode61 would keep a whole run as one token ("机器" would not find
+  "我们决定使用机器学习模型来排序").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Han (incl. extension A and compatibility ideographs), kana, Hangul syllables and jamo.
+_CJK_CLASS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+_WORD = re.compile(r"[^\W_]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: Longest text (in characters) accepted as a memory's content; longer input is refused, not truncated.
+MAX_CONTENT_CHARS = 1_000_000
+#: Query terms beyond this many are ignored: a pasted 100 KB query still answers quickly.
+MAX_QUERY_TERMS = 32
+
+# Words that carry no meaning for retrieval. Dropped from queries when anything else is left.
+STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "did", "does", "ever", "kind", "like", "likely", "might", "must", "shall", "whose", "yet", "also", "maybe", "many", "much"]
+)
+
+
+def clean_text(text: str) -> str:
+    """Text made safe to store: NFC-normalised, lone surrogates (not encodable as UTF-8) replaced by U+FFFD."""
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text)
+    return unicodedata.normalize("NFC", text)
+
+
+def _cjk_bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def similarity_tokens(text: str) -> frozenset[str]:
+    """The word set that supersede compares: lower-cased NFC words longer than 2 characters, CJK as bigrams."""
+    tokens: set[str] = set()
+    for word in _WORD.findall(unicodedata.normalize("NFC", text).lower()):
+        pos = 0
+        for match in _CJK_RUN.finditer(word):
+            head = word[pos : match.start()]
+            if len(head) > 2:
+                tokens.add(head)
+            tokens.update(_cjk_bigrams(match.group()))
+            pos = match.end()
+        tail = word[pos:]
+        if len(tail) > 2:
+            tokens.add(tail)
+    return frozenset(tokens)
+
+
+def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    """Jaccard similarity of two token sets; two empty sets are not similar (0.0)."""
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def token_key(token: str) -> str:
+    """A short, stable ASCII key for a similarity token, as stored in the supersede index.
+
+    The index keeps keys rather than words so that it is tokenised identically by every SQLite build; a
+    collision can only add a candidate (the real Jaccard is always computed), never hide one.
+    """
+    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=6).hexdigest()
+    return "k" + digest
+
+
+def index_text(text: str) -> str:
+    """The text FTS5 indexes for ``text``: CJK runs become bigrams plus the run's last character.
+
+    Every character of a run then starts some indexed token, so a prefix query on a single character finds it,
+    and a phrase of consecutive bigrams finds any substring. Must stay deterministic: the FTS index is
+    contentless and deletes replay this function on the stored text.
+    """
+    if not text:
+        return ""
+
+    def expand(match: re.Match[str]) -> str:
+        run = match.group()
+        if len(run) == 1:
+            return f" {run} "
+        return " " + " ".join([*_cjk_bigrams(run), run[-1]]) + " "
+
+    return _CJK_RUN.sub(expand, unicodedata.normalize("NFC", text))
+
+
+@dataclass(frozen=True)
+class QueryTerm:
+    """One term of a user query: a word, or a CJK phrase given as its bigrams."""
+
+    text: str
+    cjk: bool
+
+    def fts(self) -> str:
+        """The term as safe FTS5 syntax (always quoted, so no user text is ever parsed as an operator)."""
+        if self.cjk:
+            if len(self.text) == 1:
+                return f'"{self.text}"*'
+            return '"' + " ".join(_cjk_bigrams(self.text)) + '"'
+        return '"' + self.text + '"'
+
+
+def query_terms(query: str) -> list[QueryTerm]:
+    """The meaningful terms of a free-text query, stop words dropped when anything else remains."""
+    query = clean_text(query.replace("\x00", " "))
+    terms: list[QueryTerm] = []
+    seen: set[str] = set()
+    for word in _WORD.findall(query.lower()):
+        pos = 0
+        pieces: list[QueryTerm] = []
+        for match in _CJK_RUN.finditer(word):
+            if match.start() > pos:
+                pieces.append(QueryTerm(word[pos : match.start()], False))
+            pieces.append(QueryTerm(match.group(), True))
+            pos = match.end()
+        if pos < len(word):
+            pieces.append(QueryTerm(word[pos:], False))
+        for piece in pieces:
+            if piece.text not in seen:
+                seen.add(piece.text)
+                terms.append(piece)
+        if len(terms) >= MAX_QUERY_TERMS * 4:
+            break
+    meaningful = [t for t in terms if t.cjk or t.text not in STOPWORDS]
+    return (meaningful or terms)[:MAX_QUERY_TERMS]
+
+
+def match_expression(terms: Sequence[QueryTerm], operator: str = "AND") -> str:
+    """An FTS5 MATCH expression joining quoted terms with AND or OR, limited to the searchable columns."""
+    if operator not in ("AND", "OR"):
+        raise ValueError(operator)
+    joined = f" {operator} ".join(t.fts() for t in terms)
+    return "{title content tags} : (" + joined + ")"
+
+
+# --- snippets ----------------------------------------------------------------------------------------------
+
+SNIPPET_OPEN = "«"
+SNIPPET_CLOSE = "»"
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+
+
+def fold_char(ch: str) -> str:
+    """One character lower-cased with accents removed, always one character long (keeps offsets aligned)."""
+    decomposed = unicodedata.normalize("NFD", ch.lower())
+    base = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return base[:1] if base else ch.lower()[:1] or ch
+
+
+def fold(text: str) -> str:
+    """``text`` lower-cased and accent-free, with exactly the same length, so offsets map back."""
+    return "".join(fold_char(c) for c in text)
+
+
+def _stem_prefix(term: str) -> str:
+    for suffix in _SUFFIXES:
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            return term[: -len(suffix)]
+    return term
+
+
+def highlight_spans(text: str, terms: Iterable[QueryTerm]) -> list[tuple[int, int]]:
+    """Character spans of ``text`` that match the query terms (accent-insensitive, loosely stemmed), sorted."""
+    folded = fold(text)
+    spans: list[tuple[int, int]] = []
+    for term in terms:
+        needle = fold(term.text)
+        if term.cjk:
+            start = folded.find(needle)
+            while start != -1:
+                spans.append((start, start + len(needle)))
+                start = folded.find(needle, start + len(needle))
+            continue
+        prefix = re.escape(_stem_prefix(needle))
+        for m in re.finditer(rf"(?<![^\W_]){prefix}[^\W_]*", folded):
+            spans.append((m.start(), m.end()))
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def make_snippet(text: str, terms: Sequence[QueryTerm], width: int = 200) -> str:
+    """A window of ``text`` around the first match, matched terms wrapped in « », ellipses where cut."""
+    spans = highlight_spans(text, terms)
+    if len(text) <= width:
+        start, end = 0, len(text)
+    else:
+        first = spans[0][0] if spans else 0
+        start = max(0, first - width // 3)
+        end = min(len(text), start + width)
+        start = max(0, end - width)
+    out: list[str] = ["…" if start > 0 else ""]
+    pos = start
+    for s, e in spans:
+        if e <= start or s >= end:
+            continue
+        s, e = max(s, start), min(e, end)
+        out.append(text[pos:s])
+        out.append(SNIPPET_OPEN + text[s:e] + SNIPPET_CLOSE)
+        pos = e
+    out.append(text[pos:end])
+    if end < len(text):
+        out.append("…")
+    return " ".join("".join(out).split())
+
+
+def default_title(content: str, limit: int = 80) -> str:
+    """A title from the first non-empty line of the content, cut at a word boundary."""
+    for line in content.splitlines():
+        line = " ".join(line.split())
+        if line:
+            if len(line) <= limit:
+                return line
+            cut = line[:limit].rsplit(" ", 1)[0] or line[:limit]
+            return cut + "…"
+    return "(empty)"

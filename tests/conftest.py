@@ -1,0 +1,45 @@
+"""Shared fixtures: fresh stores that always get closed, a fixed clock, and Qt kept offscreen."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+# Set by the test configuration, not by the person running the tests.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from core import MemoryStore
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def t0() -> datetime:
+    """A fixed 'now' so tests can travel in time."""
+    return T0
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where a test's store lives."""
+    return tmp_path / "store" / "memory.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[MemoryStore]:
+    """A fresh, empty store, closed after the test."""
+    s = MemoryStore.open(db_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No test may touch the real user data folder.
+    monkeypatch.setenv("MEMLENS_DB", str(tmp_path / "default-store" / "memory.db"))
