@@ -2,6 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SRC := $(wildcard core gui)
 
 .PHONY: app test check lint typecheck screenshots bench locomo system-deps clean
 
@@ -22,14 +23,14 @@ app: $(STAMP)
 ## Install everything, then run the tests, the linter and the type checker.
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest
-	$(VENV)/bin/ruff check core gui tests
-	$(VENV)/bin/mypy core gui
+	$(VENV)/bin/ruff check $(SRC) tests
+	$(VENV)/bin/mypy $(SRC)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check core gui tests
+	$(VENV)/bin/ruff check $(SRC) tests
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy core gui
+	$(VENV)/bin/mypy $(SRC)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
