@@ -8,6 +8,7 @@ any statement that could write, so a foreign, corrupt or newer file is refused w
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import stat
@@ -56,6 +57,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5_000
 #: How long a writer keeps retrying a locked database (on top of the busy timeout) before giving up clearly.
 LOCK_RETRY_SECONDS = 30.0
+#: How many times this process retried BEGIN IMMEDIATE after the busy timeout ran out (read by the stress tool).
+lock_retries = 0
 
 Connection = Any  # sqlite3.Connection or pysqlite3's; they share the DB-API surface
 
@@ -92,22 +95,49 @@ def _identify(path: Path) -> str:
         raise NotAMemlensDatabase(f"{path} is a folder, not a memlens database")
     try:
         with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_HEADER))
+            head = fh.read(100)
     except PermissionError as exc:
         raise ReadOnlyStoreError(f"{path} cannot be read: {exc.strerror}") from None
     if not head:
         return "new"
-    if head != SQLITE_HEADER:
+    if head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
         raise NotAMemlensDatabase(f"{path} is not a SQLite database (it does not start with the SQLite header)")
+    _check_length(path, head)
     return "sqlite"
 
 
+def _check_length(path: Path, head: bytes) -> None:
+    """Refuse a file shorter than its own header says (a cut-off copy or download): SQLite would open it and only
+    fail, or silently miss rows, when a read reaches the missing pages."""
+    if len(head) < 100:
+        raise CorruptDatabaseError(f"{path} is truncated ({len(head)} bytes, less than a SQLite header); restore a backup")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter, pages = int.from_bytes(head[24:28], "big"), int.from_bytes(head[28:32], "big")
+    # The page count is only meaningful when "version-valid-for" matches the change counter (SQLite's own rule).
+    if int.from_bytes(head[92:96], "big") != change_counter or not pages:
+        return
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return  # a live store: a checkpoint may be extending the file right now; a cut-off copy has no WAL
+    size = path.stat().st_size
+    if size < pages * page_size:
+        raise CorruptDatabaseError(
+            f"{path} is truncated ({size:,} bytes; its header says {pages * page_size:,}): part of it is missing. Restore a backup"
+        )
+
+
 def _make_private(path: Path) -> None:
-    """Create the store's folder readable by the owner only (memories are private)."""
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    """Create the store's folder, and any missing folder above it, readable by the owner only (memories are private)."""
+    missing = []
+    folder = path.parent
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=stat.S_IRWXU, exist_ok=True)
         with contextlib.suppress(OSError):
-            path.parent.chmod(stat.S_IRWXU)
+            folder.chmod(stat.S_IRWXU)  # mkdir's mode is filtered by the umask; this is exact
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Connection:
@@ -119,12 +149,18 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
     path = Path(path)
     kind = _identify(path)
     if kind == "new" and (readonly or not create):
-        raise NotAMemlensDatabase(f"{path} does not exist (use `memlens init` to create a store)")
+        state = "is empty" if path.exists() else "does not exist"
+        raise NotAMemlensDatabase(f"{path} {state} (use `memlens init` to create a store)")
     if kind == "new":
-        _make_private(path)
-        # Create the file ourselves so its mode is 0600 from the first byte.
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        os.close(fd)
+        try:
+            _make_private(path)
+            # Create the file ourselves so its mode is 0600 from the first byte.
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+            os.close(fd)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(f"the disk holding {path} is full; nothing was written") from None
+            raise ReadOnlyStoreError(f"{path} cannot be created ({exc.strerror}); choose a folder you can write to") from None
         uri = f"file:{path.as_posix()}?mode=rw"
     else:
         uri = f"file:{path.as_posix()}?mode={'ro' if readonly else 'rw'}"
@@ -245,6 +281,8 @@ def _begin_immediate(conn: Connection, path: Path | str) -> None:
             err = classify(exc, path)
             if not isinstance(err, StoreLockedError) or time.monotonic() >= deadline:
                 raise err from exc
+            global lock_retries
+            lock_retries += 1
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
 

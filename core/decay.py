@@ -17,12 +17,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import Any
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any
 
 from core.models import Memory
+
+if TYPE_CHECKING:
+    # Only strength_curve needs numpy; importing it there keeps ~50-100 ms off every `memlens hook` call.
+    import numpy as np
+    from numpy.typing import NDArray
 
 #: Base decay rates per hour. fact/preference/chitchat come from the seed design; the rest sit between them.
 DEFAULT_RATES: dict[str, float] = {
@@ -251,6 +253,8 @@ def strength_curve(
     The past is rebuilt from the access history: after the k-th recall the memory restarts at ``s0`` and decays
     at the rate for k recalls. After ``now`` the curve projects decay with no further use.
     """
+    import numpy as np
+
     if points < 2:
         raise ValueError("a curve needs at least 2 points")
     t0, t1, tnow = start.timestamp(), end.timestamp(), now.timestamp()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # Order matters: the most specific patterns come first so a key is named by its provider.
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -62,6 +63,24 @@ def redact(text: str) -> tuple[str, list[Redaction]]:
 
         text = pattern.sub(_sub, text)
     return text, found
+
+
+def redact_value(value: Any) -> tuple[Any, set[str]]:
+    """A JSON value with every string in it redacted, and the rules that fired."""
+    if isinstance(value, str):
+        text, found = redact(value)
+        return text, {f.rule for f in found}
+    if isinstance(value, (list, tuple)):
+        pairs = [redact_value(v) for v in value]
+        return [v for v, _ in pairs], set().union(*(r for _, r in pairs))
+    if isinstance(value, dict):
+        rules: set[str] = set()
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out[str(key)], found_rules = redact_value(item)
+            rules |= found_rules
+        return out, rules
+    return value, set()
 
 
 def redact_text(text: str) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta")
+REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten")
 FTS_TABLES = ("memory_fts", "similarity_index")
 
 _V1 = [
@@ -176,4 +176,18 @@ _V1 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1)]
+# Version 2: tombstones of forgotten memories (hashes and source ids, never text), so an import of an older file
+# cannot bring back what was forgotten on purpose.
+_V2 = [
+    """
+    CREATE TABLE forgotten (
+        content_hash TEXT NOT NULL,
+        source_ref   TEXT,
+        forgotten_at REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX forgotten_by_hash ON forgotten(content_hash)",
+    "CREATE INDEX forgotten_by_source ON forgotten(source_ref) WHERE source_ref IS NOT NULL",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]

@@ -13,16 +13,17 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import db, decay, supersede
 from core.config import StoreSettings, default_store_path
 from core.errors import InvalidInput, NotFound, QueryError, StoreEnvironmentError
+from core.io import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, SessionRecord
 from core.models import DEFAULT_LAYER_FOR_TYPE, RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
-from core.redact import redact
+from core.redact import redact, redact_value
 from core.text import (
     MAX_CONTENT_CHARS,
     clean_text,
@@ -32,6 +33,14 @@ from core.text import (
     query_terms,
     similarity_tokens,
 )
+
+if TYPE_CHECKING:
+    # Result types of the lifecycle methods at the end of MemoryStore (those modules are imported when called).
+    from collections.abc import Callable
+
+    from core.consolidate import ConsolidationReport
+    from core.llm import LLMConfig
+    from core.sweep import SweepReport
 
 _MEMORY_COLUMNS = (
     "id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, created_at, "
@@ -56,7 +65,7 @@ _SORTABLE = {
     "forget_after": "m.forget_after",
 }
 _SEARCH_POOL = 50
-_BM25_WEIGHTS = "4.0, 1.0, 2.0"  # title, content, tags
+_BM25_WEIGHTS = "1.0, 1.0, 2.0"  # title, content, tags (the default title repeats the first line: no extra weight)
 
 
 def _now(now: datetime | None) -> datetime:
@@ -316,7 +325,7 @@ def _check_tags(value: Any) -> tuple[str, ...]:
     for tag in value:
         if not isinstance(tag, str):
             raise InvalidInput(f"each tag must be text, not {type(tag).__name__}")
-        tag = " ".join(clean_text(tag).replace("\x00", "").split())
+        tag = " ".join(redact(clean_text(tag).replace("\x00", ""))[0].split())  # tags are indexed and shown like text
         if len(tag) > 100:
             raise InvalidInput("a tag is at most 100 characters")
         if tag and tag not in tags:
@@ -575,9 +584,7 @@ class MemoryStore:
         session_id = _check_optional_name(session_id, "session_id")
         source_ref = _check_optional_name(source_ref, "source_ref")
         tag_list = _check_tags(tags)
-        meta = _check_metadata(metadata)
-        if found:
-            meta["redactions"] = sorted({r.rule for r in found})
+        meta = self._redacted_metadata(metadata, found)
         imp = _check_importance(importance)
         if imp is None:
             imp = decay.cold_start_importance(text)
@@ -747,9 +754,7 @@ class MemoryStore:
             type_ = _check_type(record.get("type", "fact"))
             text, found = redact(_check_text(record.get("content"), "content"))
             title = record.get("title")
-            meta = _check_metadata(record.get("metadata"))
-            if found:
-                meta["redactions"] = sorted({r.rule for r in found})
+            meta = self._redacted_metadata(record.get("metadata"), found)
             imp = _check_importance(record.get("importance"))
             created = record.get("created_at") or now
             if not isinstance(created, datetime) or created.tzinfo is None:
@@ -884,16 +889,17 @@ class MemoryStore:
         if session is None:
             raise InvalidInput("session_id must not be empty")
         tool = _check_optional_name(tool_name, "tool_name") or "tool"
-        input_text = _render(tool_input, 4000)
-        output_text = _render(tool_output, 4000)
+        input_text, input_rules = _render(tool_input, 4000)
+        output_text, output_rules = _render(tool_output, 4000)
         content = f"{tool}: {_one_line(input_text, 300)}"
         if output_text:
             content += f" -> {_one_line(output_text, 300)}"
-        metadata: dict[str, Any] = {"tool_name": tool, "event": event, "tool_input": input_text, "tool_response": output_text}
-        found: set[str] = set()
-        for key in ("tool_input", "tool_response"):
-            metadata[key], hits = redact(clean_text(metadata[key]))
-            found.update(h.rule for h in hits)
+        # A small structured input is kept as the object it is (consolidation reads its keys); a large one as text.
+        structured_input: Any = input_text
+        if isinstance(tool_input, (dict, list)) and len(input_text) < 4000:
+            structured_input, _ = redact_value(_check_metadata({"v": tool_input})["v"])
+        metadata: dict[str, Any] = {"tool_name": tool, "event": event, "tool_input": structured_input, "tool_response": output_text}
+        found = input_rules | output_rules
         if found:
             metadata["redactions"] = sorted(found)
         is_error = bool(_ERROR_HINT.search(output_text[:2000]))
@@ -934,7 +940,7 @@ class MemoryStore:
         sid = _check_optional_name(session_id, "session_id")
         if sid is None:
             raise InvalidInput("session_id must not be empty")
-        meta = _check_metadata(metadata)
+        meta = self._redacted_metadata(metadata, ())
         with self._write() as conn:
             self._ensure_session(conn, sid, _check_optional_name(project, "project"), ts_from_dt(now))
             if meta:
@@ -1033,11 +1039,11 @@ class MemoryStore:
             where.append("(m.forget_after IS NULL OR m.forget_after > ?)")
             params.append(ts_from_dt(now))
         if layers:
-            layer_list = [_check_layer(v, "fact") for v in layers]
+            layer_list = [_check_layer(v, "fact") for v in _check_names(layers, "layers")]
             where.append(f"m.layer IN ({','.join('?' * len(layer_list))})")
             params.extend(layer_list)
         if types:
-            type_list = [_check_type(t) for t in types]
+            type_list = [_check_type(t) for t in _check_names(types, "types")]
             where.append(f"m.type IN ({','.join('?' * len(type_list))})")
             params.extend(type_list)
         if project is not None:
@@ -1051,16 +1057,16 @@ class MemoryStore:
             params.append(tag)
         if since is not None:
             where.append("m.created_at >= ?")
-            params.append(ts_from_dt(since))
+            params.append(_check_when(since, "since"))
         if until is not None:
             where.append("m.created_at < ?")
-            params.append(ts_from_dt(until))
+            params.append(_check_when(until, "until"))
         if pinned is not None:
             where.append("m.pinned = ?")
             params.append(int(pinned))
         if expiring_before is not None:
             where.append("m.forget_after IS NOT NULL AND m.forget_after <= ?")
-            params.append(ts_from_dt(expiring_before))
+            params.append(_check_when(expiring_before, "expiring_before"))
         return where, params
 
     def list_memories(
@@ -1206,61 +1212,101 @@ class MemoryStore:
         )
         terms = query_terms(query)
         pool = max(_SEARCH_POOL, limit * 3)
-        if raw:
-            expressions = [clean_text(query.replace("\x00", " "))]
-        else:
-            if not terms:
-                return []
-            expressions = [match_expression(terms, "AND")]
-            if len(terms) > 1:
-                expressions.append(match_expression(terms, "OR"))
         rows: list[Any] = []
-        for i, expression in enumerate(expressions):
-            rows = self._fts_rows(expression, where, params, pool, raw)
-            # Widen to OR only when AND finds too little: the strict query is also the fast one.
-            if len(rows) >= limit or i == len(expressions) - 1:
-                break
+        if raw:
+            rows = self._fts_rows(clean_text(query.replace("\x00", " ")), where, params, pool, raw)
+        elif terms:
+            # The strict query first, widened only when it finds too little: it is also the fast one.
+            rows = self._fts_rows(match_expression(terms, "AND"), where, params, pool, raw)
+            if len(rows) < limit and len(terms) > 1:
+                # Between AND and OR: OR over the selective terms only. A word found in thousands of memories
+                # has a low idf and rarely decides the top hits, but ranking every one of its matches is what
+                # makes an OR query slow on a large store; it joins the query only if the rest finds too little.
+                common_at = 5000
+                selective = [
+                    t
+                    for t in terms
+                    if self.conn.execute(
+                        "SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT 1 OFFSET ?", (match_expression([t]), common_at)
+                    ).fetchone()
+                    is None
+                ]
+                if 0 < len(selective) < len(terms):
+                    rows = self._fts_rows(match_expression(selective, "OR"), where, params, pool, raw) or rows
+                if len(rows) < limit:
+                    rows = self._fts_rows(match_expression(terms, "OR"), where, params, pool, raw) or rows
         if not rows:
             return []
         best = min(r[-1] for r in rows)
+        # id -> (row, bm25, relevance); relevance is bm25 normalised to the best hit (1.0 for the best).
+        found: dict[int, tuple[Sequence[Any], float, float]] = {}
+        for row in rows:
+            found[row[0]] = (row[:-1], row[-1], row[-1] / best if best < 0 else 0.0)
+        # Neighbouring memories of a session as context. A session is a sequence (a conversation, an agent's tool
+        # calls); what was recorded right after a strong hit (the reply to a question, the outcome of a call)
+        # often answers the query without sharing its words, and the memory before it sets it up. A neighbour
+        # gets a share of the hit's relevance, so it never outranks the hit that brought it in.
+        next_weight, previous_weight = 0.7, 0.3
+        filters = (" AND " + " AND ".join(where)) if where else ""
+        for row, _bm25, rel in sorted(found.values(), key=lambda c: -c[2])[: min(limit, _SEARCH_POOL)]:
+            if row[6] is None or rel <= 0.0:
+                continue
+            for op, order, weight in ((">", "ASC", next_weight), ("<", "DESC", previous_weight)):
+                neighbour = self.conn.execute(
+                    f"SELECT {_M_COLUMNS} FROM memories m WHERE m.session_id = ? AND (m.created_at, m.id) {op} (?, ?)"
+                    f"{filters} ORDER BY m.created_at {order}, m.id {order} LIMIT 1",
+                    [row[6], row[11], row[0], *params],
+                ).fetchone()
+                if neighbour is None:
+                    continue
+                known = found.get(neighbour[0])
+                if known is None:
+                    found[neighbour[0]] = (neighbour, 0.0, weight * rel)
+                elif weight * rel > known[2]:
+                    found[neighbour[0]] = (known[0], known[1], weight * rel)
         context = set(_check_tags(context_tags))
         cfg = self._settings.decay
         ts_now = ts_from_dt(now)
-        hits: list[Hit] = []
-        for row in rows:
-            memory = _row_to_memory(row[:-1])
-            bm25 = row[-1]
-            relevance = bm25 / best if best < 0 else 0.0
+        ranked: list[tuple[float, float, int, Sequence[Any], float, float, float]] = []
+        for row, bm25, relevance in found.values():
+            # Scored from the raw row; only the returned hits become Memory objects (with snippets).
             retention = decay.composite_score_at(
-                content=memory.content,
-                importance=memory.importance,
-                last_accessed=memory.last_accessed_at.timestamp(),
-                access_count=memory.access_count,
-                now=ts_now,
-                config=cfg,
+                content=row[4], importance=row[8], last_accessed=row[13], access_count=row[14], now=ts_now, config=cfg
             )
             score = (1.0 - bias) * relevance + bias * retention
             penalty = 0.0
-            if context and not context.intersection(memory.tags):
+            if context and not context.intersection(json.loads(row[7])):
                 penalty = 0.5 * score
                 score -= penalty
+            ranked.append((score, bm25, row[0], row, relevance, retention, penalty))
+        ranked.sort(key=lambda r: (-r[0], r[1], -r[2]))
+        hits: list[Hit] = []
+        for score, bm25, _id, row, relevance, retention, penalty in ranked[:limit]:
+            memory = _row_to_memory(row)
             hits.append(Hit(memory, score, make_snippet(memory.content, terms), relevance, retention, bm25, penalty))
-        hits.sort(key=lambda h: (-h.score, h.bm25, -h.memory.id))
-        return hits[:limit]
+        return hits
 
     def _fts_rows(self, expression: str, where: list[str], params: list[Any], pool: int, raw: bool) -> list[Any]:
-        sql = (
-            f"SELECT {_M_COLUMNS}, f.score FROM "
-            f"(SELECT rowid, bm25(memory_fts, {_BM25_WEIGHTS}) AS score FROM memory_fts WHERE memory_fts MATCH ?) f "
-            "JOIN memories m ON m.id = f.rowid"
-        )
+        # Rank inside FTS5 first and join only the best few hundred to `memories`: joining every match before
+        # the ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million).
+        # Filters (latest only, unexpired, layer, project) can drop ranked rows, so when fewer than `pool`
+        # survive and the ranked window was full, the query runs again over every match.
+        ranked = f"SELECT rowid, bm25(memory_fts, {_BM25_WEIGHTS}) AS score FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score"
+        window = pool * 8
+        sql = f"SELECT {_M_COLUMNS}, f.score FROM ({ranked} LIMIT ?) f JOIN memories m ON m.id = f.rowid"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY f.score LIMIT ?"
         try:
-            return list(self.conn.execute(sql, [expression, *params, pool]).fetchall())
+            rows = list(self.conn.execute(sql, [expression, window, *params, pool]).fetchall())
+            if len(rows) < pool:
+                matched = self.conn.execute(f"SELECT COUNT(*) FROM ({ranked} LIMIT ?)", [expression, window + 1]).fetchone()[0]
+                if matched > window:
+                    rows = list(self.conn.execute(sql, [expression, -1, *params, pool]).fetchall())
+            return rows
         except db.sqlite.OperationalError as exc:
             err = db.classify(exc, self.path)
+            # Any other complaint about a raw query ("unterminated string", "unknown special query") is the query's.
             if raw and not isinstance(err, StoreEnvironmentError):
                 raise QueryError(f"not a valid FTS5 query: {exc}") from None
             raise err from exc
@@ -1445,6 +1491,8 @@ class MemoryStore:
             layers=layers, types=types, project=project, session_id=session_id, tags=tags, since=None, until=until,
             latest_only=False, include_expired=True, pinned=None, expiring_before=None, now=now,
         )
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput(f"query must be text, not {type(query).__name__}")
         if query:
             terms = query_terms(query)
             if not terms:
@@ -1465,23 +1513,36 @@ class MemoryStore:
         actor: str | None = None,
         extra: Mapping[str, Any] | None = None,
         drop_session: str | None = None,
+        flag_derived: bool = True,
+        purge: bool = True,
     ) -> ForgetResult:
+        """Erase ``ids`` in one transaction with one audit entry.
+
+        ``flag_derived`` marks summaries derived from an erased memory for review (an explicit forget may have been
+        about text they quote; a sweep forgetting faded observations is what consolidation exists for, so it passes
+        False). ``purge=False`` leaves the index purge to the caller, who batches many forgets (the sweep).
+        """
         erased: list[int] = []
         restored: list[int] = []
         with self._write() as conn:
             hashes: dict[str, str] = {}
             chains: set[int] = set()
+            derived: set[tuple[int, int]] = set()  # (summary, source) pairs whose source is erased here
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
-                for mid, content, is_latest, chain_id, mhash in conn.execute(
-                    f"SELECT id, content, is_latest, chain_id, content_hash FROM memories WHERE id IN ({marks})", chunk
+                for mid, content, is_latest, chain_id, mhash, source_ref in conn.execute(
+                    f"SELECT id, content, is_latest, chain_id, content_hash, source_ref FROM memories WHERE id IN ({marks})", chunk
                 ).fetchall():
+                    conn.execute(
+                        "INSERT INTO forgotten(content_hash, source_ref, forgotten_at) VALUES (?, ?, ?)", (mhash, source_ref, ts_from_dt(now))
+                    )
                     if is_latest:
                         supersede.unindex_latest(conn, mid, similarity_tokens(content))
                     chains.add(chain_id)
                     hashes[str(mid)] = mhash
                     erased.append(mid)
+                derived.update(self._derived_from(conn, chunk))
                 conn.execute(f"DELETE FROM memories WHERE id IN ({marks})", chunk)
             # A chain whose latest version went gets its newest remaining version back as latest.
             for chain_id in chains:
@@ -1500,7 +1561,9 @@ class MemoryStore:
                     details["restored_latest"] = restored
                 details.update(extra or {})
                 self._audit(conn, operation, erased if len(erased) <= 1000 else [], details, now, actor)
-        if erased:
+            if flag_derived:
+                self._flag_for_review(conn, derived, erased, now)
+        if erased and purge:
             self._purge_deleted_terms()
         return ForgetResult(tuple(erased), tuple(restored), reason)
 
@@ -1513,10 +1576,17 @@ class MemoryStore:
             with self._write() as c:
                 for table in ("memory_fts", "similarity_index"):
                     c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except db.sqlite.Error:
-            pass  # a reader holds the WAL; the text is already gone from the index and table pages
+        with self._lock:
+            timeout = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+            try:
+                # Without waiting: a TRUNCATE checkpoint that waits also stalls every other writer meanwhile (seconds
+                # under a busy agent). If another connection is active, the WAL is truncated at the last close.
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except db.sqlite.Error:
+                pass  # a reader holds the WAL; the text is already gone from the index and table pages
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
     # sessions -------------------------------------------------------------------------------------------------
 
@@ -1573,10 +1643,10 @@ class MemoryStore:
             params.append(_check_id(target_id))
         if since is not None:
             where.append("a.at >= ?")
-            params.append(ts_from_dt(since))
+            params.append(_check_when(since, "since"))
         if until is not None:
             where.append("a.at < ?")
-            params.append(ts_from_dt(until))
+            params.append(_check_when(until, "until"))
         sql = "SELECT a.id, a.at, a.operation, a.actor, a.target_ids, a.details, a.hash FROM audit a"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -1665,6 +1735,683 @@ class MemoryStore:
                 yield _row_to_memory(row)
             last = rows[-1][0]
 
+    # reliability (used by core/maintenance) -------------------------------------------------------------------
+
+    def _derived_from(self, conn: db.Connection, source_ids: Sequence[int]) -> set[tuple[int, int]]:
+        """(derived id, source id) for every 'derives' link into ``source_ids``: summaries that may quote them."""
+        marks = ",".join("?" * len(source_ids))
+        rows = conn.execute(f"SELECT src_id, dst_id FROM relations WHERE kind = 'derives' AND dst_id IN ({marks})", list(source_ids))
+        return {(r[0], r[1]) for r in rows}
+
+    def _flag_for_review(self, conn: db.Connection, links: set[tuple[int, int]], erased: Sequence[int], now: datetime) -> None:
+        """Flag memories derived from erased ones: ``metadata["needs_review"]`` names the forgotten sources, and
+        one audit entry (operation ``flag_review``) records it. A summary may quote what was just erased; it is
+        not rewritten behind the user's back, it is marked so a person or a new consolidation reviews it."""
+        gone = set(erased)
+        sources: dict[int, set[int]] = {}
+        for derived_id, source_id in links:
+            if derived_id not in gone:
+                sources.setdefault(derived_id, set()).add(source_id)
+        if not sources:
+            return
+        ids = sorted(sources)
+        marks = ",".join("?" * len(ids))
+        at = now.isoformat()
+        for memory_id, metadata in conn.execute(f"SELECT id, metadata FROM memories WHERE id IN ({marks})", ids).fetchall():
+            meta = json.loads(metadata)
+            previous = meta.get("needs_review") if isinstance(meta.get("needs_review"), dict) else {}
+            known = {int(i) for i in previous.get("forgotten_sources", []) if isinstance(i, int)}
+            meta["needs_review"] = {
+                "reason": "a memory it was derived from was forgotten",
+                "forgotten_sources": sorted(known | sources[memory_id]),
+                "at": at,
+            }
+            conn.execute("UPDATE memories SET metadata = ? WHERE id = ?", (_json(meta), memory_id))
+        self._audit(conn, "flag_review", ids, {"forgotten_sources": sorted(set().union(*sources.values())), "count": len(ids)}, now)
+
+    def _redacted_metadata(self, metadata: Any, found: Iterable[Any]) -> dict[str, Any]:
+        """Checked metadata with every string in it redacted, and ``metadata["redactions"]`` naming every rule
+        that fired on the text (``found``) or on the metadata itself (callers such as observe pass their own)."""
+        meta, rules = self._redact_json(_check_metadata(metadata))
+        rules |= {r.rule for r in found}
+        previous = meta.get("redactions")
+        if isinstance(previous, list):
+            rules |= {p for p in previous if isinstance(p, str)}
+        if rules:
+            meta["redactions"] = sorted(rules)
+        return dict(meta)
+
+    def needing_review(self, *, limit: int = 100) -> list[Memory]:
+        """Memories flagged because a memory they were derived from was forgotten, most recently flagged first."""
+        rows = self.conn.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE json_extract(metadata, '$.needs_review') IS NOT NULL "
+            "ORDER BY json_extract(metadata, '$.needs_review.at') DESC, id DESC LIMIT ?",
+            (_check_count(limit, "limit"),),
+        ).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def mark_reviewed(self, memory_id: int, *, now: datetime | None = None) -> Memory:
+        """Clear a memory's review flag (its text was checked, or it was regenerated); audited. Unflagged
+        memories are returned unchanged."""
+        now = _now(now)
+        with self._write() as conn:
+            m = self._get(conn, _check_id(memory_id))
+            if "needs_review" not in m.metadata:
+                return m
+            meta = {k: v for k, v in m.metadata.items() if k != "needs_review"}
+            conn.execute("UPDATE memories SET metadata = ? WHERE id = ?", (_json(meta), m.id))
+            review = m.metadata["needs_review"]
+            self._audit(conn, "reviewed", [m.id], {"forgotten_sources": review.get("forgotten_sources", []) if isinstance(review, dict) else []}, now)
+            return self._get(conn, m.id)
+
+
+    # import / export (used by core/io) ------------------------------------------------------------------------
+
+    def id_sequence(self) -> int:
+        """The highest memory id this store has ever given out (ids are never reused, even after forgetting)."""
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+        top = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM memories").fetchone()[0]
+        return max(int(row[0]) if row else 0, int(top))
+
+    def iter_sessions(self, *, batch: int = 1000) -> Iterator[Session]:
+        """Every session in id order, read in batches (for export)."""
+        last = ""
+        while True:
+            rows = self.conn.execute(
+                "SELECT id, project, started_at, last_event_at, ended_at, metadata FROM sessions WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
+            ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _row_to_session(row)
+            last = rows[-1][0]
+
+    def iter_export_rows(self, *, batch: int = 1000) -> Iterator[tuple[Memory, list[datetime], list[Relation]]]:
+        """Every memory (all versions) in id order, with when it was recalled and its outgoing relations."""
+        last = 0
+        while True:
+            rows = self.conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                return
+            low, high = rows[0][0], rows[-1][0]
+            accesses: dict[int, list[datetime]] = {}
+            for memory_id, at in self.conn.execute(
+                "SELECT memory_id, at FROM access_log WHERE memory_id BETWEEN ? AND ? ORDER BY memory_id, at", (low, high)
+            ):
+                accesses.setdefault(memory_id, []).append(utc_from_ts(at))  # type: ignore[arg-type]
+            links: dict[int, list[Relation]] = {}
+            for src, dst, kind, created, score in self.conn.execute(
+                "SELECT src_id, dst_id, kind, created_at, score FROM relations WHERE src_id BETWEEN ? AND ? ORDER BY src_id, dst_id, kind",
+                (low, high),
+            ):
+                links.setdefault(src, []).append(Relation(src, dst, kind, utc_from_ts(created), score))  # type: ignore[arg-type]
+            for row in rows:
+                yield _row_to_memory(row), accesses.get(row[0], []), links.get(row[0], [])
+            last = high
+
+    def _was_forgotten(self, rec: MemoryRecord) -> bool:
+        """Whether a memory with this text (or this source id) was erased from this store by a forget."""
+        row = self.conn.execute("SELECT 1 FROM forgotten WHERE content_hash = ? LIMIT 1", (content_hash(rec.content),)).fetchone()
+        if row is None and rec.source_ref is not None:
+            row = self.conn.execute("SELECT 1 FROM forgotten WHERE source_ref = ? LIMIT 1", (rec.source_ref,)).fetchone()
+        return row is not None
+
+    def import_records(self, batch: ImportBatch, *, now: datetime | None = None, progress: Progress | None = None) -> ImportSummary:
+        """Write a checked import batch (see :mod:`core.io`) in one transaction and say what happened.
+
+        Unlike :meth:`remember`, every field is written as given: ids (kept when this store never used them),
+        versions, parent and chain links, times, access counts and access times. Text, titles and metadata are
+        redacted first. A memory the store already holds (same ``source_ref``; for memlens files the same id, or
+        the same text and creation time) is never duplicated: its access count, last use, flags, tags, TTL and
+        metadata are brought up to date, or it is skipped when nothing differs, so importing a file twice
+        changes nothing; a stored text is never rewritten. Afterwards every version chain touched has exactly
+        one latest version (repairs are reported as warnings). The supersede index, tags, access log, sessions
+        and relations are kept in step, and one audit entry ``import`` records the counts. An invalid record
+        raises InvalidInput naming it, and nothing is written. ``progress(done, total)`` is called from inside
+        the write transaction.
+        """
+        now = _now(now)
+        if batch.match_by not in MATCH_MODES:
+            raise InvalidInput(f"match_by must be one of {', '.join(MATCH_MODES)}, not {batch.match_by!r}")
+        records = [self._clean_import_record(rec) for rec in batch.memories]
+        # What was forgotten on purpose stays forgotten, even when an older file still holds it.
+        tombstoned = [rec for rec in records if self._was_forgotten(rec)]
+        if tombstoned:
+            records = [rec for rec in records if not self._was_forgotten(rec)]
+        by_key: dict[str, MemoryRecord] = {}
+        wanted_ids: set[int] = set()
+        for rec in records:
+            if rec.key in by_key:
+                raise InvalidInput(f"{rec.label}: {rec.key!r} appears twice in the import")
+            if rec.id is not None:
+                if rec.id in wanted_ids:
+                    raise InvalidInput(f"{rec.label}: id {rec.id} appears twice in the import")
+                wanted_ids.add(rec.id)
+            by_key[rec.key] = rec
+        sessions = [self._clean_import_session(s) for s in batch.sessions]
+        for rel in batch.relations:
+            if rel.kind not in RELATION_KINDS:
+                raise InvalidInput(f"{rel.label}: relation kind must be one of {', '.join(RELATION_KINDS)}, not {rel.kind!r}")
+            if rel.created_at.tzinfo is None:
+                raise InvalidInput(f"{rel.label}: created_at must be timezone-aware")
+
+        summary = ImportSummary(format=batch.format, description=batch.description, ignored=dict(batch.ignored), warnings=list(batch.warnings))
+        summary.skip_reasons.update(batch.skipped)
+        summary.skipped = sum(batch.skipped.values()) + len(tombstoned)
+        if tombstoned:
+            summary.skip_reasons["forgotten earlier in this store (stays forgotten)"] += len(tombstoned)
+        total = batch.total
+        done = len(tombstoned)
+
+        def tick() -> None:
+            nonlocal done
+            done += 1
+            if progress is not None and (done % 500 == 0 or done == total):
+                progress(done, total)
+
+        by_id = batch.match_by == "id"
+        cfg = self._settings.decay
+        with self._write() as conn:
+            # Records may point at parents written later in the same batch; the links are checked at commit.
+            conn.execute("PRAGMA defer_foreign_keys = ON")
+            for s in sessions:
+                self._import_session(conn, s, summary)
+                tick()
+
+            # 1. Which records are already here, and which id each new one gets.
+            store_seq = self.id_sequence()
+            numeric_refs = [int(k) for rec in records for k in (rec.key, rec.chain_key, *rec.supersedes_keys) if by_id and k and k.isdigit()]
+            next_id = max([store_seq, batch.sequence if by_id else 0, *wanted_ids, *numeric_refs]) + 1
+            key_to_id: dict[str, int] = {}
+            present: dict[str, tuple[Memory, str]] = {}
+            same_text: dict[str, list[tuple[int, float]]] | None = None
+            claimed: set[int] = set()
+            for rec in records:
+                found = None
+                if by_id:
+                    if rec.id is not None:
+                        found = self._import_match(conn, "id = ?", rec.id, rec, claimed)
+                    if found is None and store_seq > 0:
+                        if same_text is None:
+                            same_text = {}
+                            for mid, digest, created in conn.execute("SELECT id, content_hash, created_at FROM memories"):
+                                same_text.setdefault(digest, []).append((mid, created))
+                        for mid, created in same_text.get(content_hash(rec.content), []):
+                            if mid not in claimed and abs(created - ts_from_dt(rec.created_at)) < 1e-5:
+                                found = self._import_match(conn, "id = ?", mid, rec, claimed)
+                                break
+                elif rec.source_ref is not None:
+                    found = self._import_match(conn, "source_ref = ?", rec.source_ref, rec, claimed)
+                if found is not None:
+                    present[rec.key] = found
+                    key_to_id[rec.key] = found[0].id
+                    claimed.add(found[0].id)
+                elif by_id and rec.id is not None and rec.id > store_seq:
+                    key_to_id[rec.key] = rec.id
+                else:
+                    key_to_id[rec.key] = next_id
+                    next_id += 1
+
+            # 2. Links of the new records: parent, chain, superseded ids.
+            outside: dict[str, tuple[int, int] | None] = {}
+
+            def stored(key: str) -> tuple[int, int] | None:
+                """(id, chain_id) of a memory outside the batch that a key names (agentmemory: by source_ref)."""
+                if by_id:
+                    return None
+                if key not in outside:
+                    row = conn.execute("SELECT id, chain_id FROM memories WHERE source_ref = ? ORDER BY id LIMIT 1", (key,)).fetchone()
+                    outside[key] = (row[0], row[1]) if row else None
+                return outside[key]
+
+            def linked(key: str) -> int | None:
+                """The id of a memory the key names that exists (or will at commit), else None."""
+                if key in key_to_id:
+                    return key_to_id[key]
+                hit = stored(key)
+                return hit[0] if hit is not None else None
+
+            def mentioned(key: str) -> int | None:
+                """Like linked(), but a memlens file may also name a version forgotten before the export: its number
+                is kept when this store never used it (the id sequence is raised past it below)."""
+                found = linked(key)
+                if found is None and by_id and key.isdigit() and int(key) > store_seq:
+                    return int(key)
+                return found
+
+            chains: dict[str, int] = {}
+
+            def chain_of(start: str) -> int:
+                path: list[str] = []
+                key = start
+                while True:
+                    if key in chains:
+                        result = chains[key]
+                        break
+                    if key in present:
+                        result = present[key][0].chain_id
+                        break
+                    if key in path:
+                        raise InvalidInput(f"{by_key[start].label}: its version chain loops back on itself")
+                    path.append(key)
+                    rec = by_key[key]
+                    step: str | None = None
+                    final: int | None = None
+                    if rec.chain_key is not None and rec.chain_key != key:
+                        if rec.chain_key in by_key:
+                            step = rec.chain_key
+                        else:
+                            hit = stored(rec.chain_key)
+                            if hit is not None:
+                                final = hit[1]
+                            elif by_id and rec.chain_key.isdigit() and int(rec.chain_key) > store_seq:
+                                final = int(rec.chain_key)  # the chain's first version was forgotten before the export
+                    if step is None and final is None and rec.chain_key != key and rec.parent_key is not None:
+                        if rec.parent_key in by_key:
+                            step = rec.parent_key
+                        else:
+                            hit = stored(rec.parent_key)
+                            final = hit[1] if hit else None
+                    if step is None and final is None:
+                        final = key_to_id[key]
+                    if final is not None:
+                        result = final
+                        break
+                    assert step is not None
+                    key = step
+                for k in path:
+                    chains[k] = result
+                return result
+
+            # 3. Write: new rows in one go, existing rows brought up to date.
+            new_rows: list[tuple[Any, ...]] = []
+            tag_rows: list[tuple[str, int]] = []
+            access_rows: list[tuple[int, float]] = []
+            latest_rows: list[tuple[int, frozenset[str]]] = []
+            touched_chains: set[int] = set()
+            implicit_sessions: dict[str, tuple[str | None, float, float]] = {}
+            created_ids: list[int] = []
+            orphans = 0
+            for rec in records:
+                memory_id = key_to_id[rec.key]
+                if rec.key in present:
+                    self._import_refresh(conn, rec, present[rec.key], summary, touched_chains)
+                    tick()
+                    continue
+                chain_id = chain_of(rec.key)
+                parent_id = linked(rec.parent_key) if rec.parent_key is not None else None
+                if rec.parent_key is not None and parent_id is None:
+                    orphans += 1
+                supersedes_ids = [i for i in (mentioned(k) for k in rec.supersedes_keys) if i is not None]
+                created = ts_from_dt(rec.created_at)
+                accessed = ts_from_dt(rec.last_accessed_at or rec.created_at)
+                tokens = similarity_tokens(rec.content)
+                new_rows.append(
+                    (
+                        memory_id, rec.layer, rec.type, rec.title, rec.content, rec.project, rec.session_id, _json(list(rec.tags)),
+                        rec.importance, rec.origin, rec.source_ref, created, ts_from_dt(rec.updated_at or rec.created_at), accessed,
+                        rec.access_count, rec.version, parent_id, chain_id, _json(supersedes_ids), rec.supersede_similarity,
+                        int(rec.is_latest), ts_from_dt(rec.forget_after) if rec.forget_after else None, int(rec.pinned),
+                        _json(rec.metadata), len(tokens),
+                        decay.sweep_fade_at(rec.layer, rec.type, rec.importance, accessed, rec.access_count, rec.pinned, cfg),
+                        content_hash(rec.content),
+                    )
+                )
+                tag_rows.extend((t, memory_id) for t in rec.tags)
+                access_rows.extend((memory_id, ts_from_dt(t)) for t in rec.access_times)
+                if rec.is_latest:
+                    latest_rows.append((memory_id, tokens))
+                touched_chains.add(chain_id)
+                created_ids.append(memory_id)
+                if rec.session_id is not None:
+                    project, first, last = implicit_sessions.get(rec.session_id, (rec.project, created, created))
+                    implicit_sessions[rec.session_id] = (project or rec.project, min(first, created), max(last, created))
+                if len(new_rows) >= 1000:
+                    self._import_flush(conn, new_rows, tag_rows, access_rows, latest_rows)
+                tick()
+            self._import_flush(conn, new_rows, tag_rows, access_rows, latest_rows)
+            summary.created = len(created_ids)
+            if orphans:
+                summary.warnings.append(f"{orphans} memories name a previous version that is in neither the file nor the store; they start their own chains")
+            for session_id, (project, first, last) in implicit_sessions.items():
+                # Sessions the file does not describe are created from their memories' times; described ones
+                # were written above exactly as given.
+                conn.execute(
+                    "INSERT OR IGNORE INTO sessions(id, project, started_at, last_event_at) VALUES (?, ?, ?, ?)", (session_id, project, first, last)
+                )
+
+            for rel in batch.relations:
+                src, dst = linked(rel.src_key), linked(rel.dst_key)
+                if src is None or dst is None:
+                    summary.relations_skipped["name a memory that is not in the file or the store"] += 1
+                elif src == dst:
+                    summary.relations_skipped["link a memory to itself"] += 1
+                else:
+                    cur = conn.execute(
+                        "INSERT OR IGNORE INTO relations(src_id, dst_id, kind, created_at, score) VALUES (?, ?, ?, ?, ?)",
+                        (src, dst, rel.kind, ts_from_dt(rel.created_at), rel.score),
+                    )
+                    summary.relations_created += cur.rowcount
+                tick()
+
+            self._import_repair_chains(conn, touched_chains, summary)
+            if by_id:
+                top = max([batch.sequence, *numeric_refs, *created_ids, 0])
+                if conn.execute("SELECT 1 FROM sqlite_sequence WHERE name = 'memories'").fetchone():
+                    conn.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'memories'", (top,))
+                elif top:
+                    conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('memories', ?)", (top,))
+            details = {
+                "format": batch.format,
+                "created": summary.created,
+                "updated": summary.updated,
+                "skipped": summary.skipped,
+                "sessions_created": summary.sessions_created,
+                "sessions_updated": summary.sessions_updated,
+                "relations_created": summary.relations_created,
+            }
+            self._audit(conn, "import", created_ids if len(created_ids) <= 1000 else [], details, now)
+        return summary
+
+    def _clean_import_record(self, rec: MemoryRecord) -> MemoryRecord:
+        """The record validated, its text, title and metadata redacted; InvalidInput names the record."""
+        try:
+            if not isinstance(rec.key, str) or not rec.key:
+                raise InvalidInput("every record needs a non-empty key")
+            type_ = _check_type(rec.type)
+            if rec.layer not in _LAYERS:
+                raise InvalidInput(f"layer must be one of {', '.join(_LAYERS)}, not {rec.layer!r}")
+            raw = _check_text(rec.content, "content")
+            text, found = redact(raw)
+            # Only rules that changed something are recorded: re-importing redacted text must not add any.
+            rules: set[str] = {r.rule for r in found} if text != raw else set()
+            raw_title = _check_text(rec.title, "title", allow_empty=True).strip() if rec.title is not None else ""
+            title = default_title(text)
+            if raw_title:
+                title, title_found = redact(raw_title)
+                if title != raw_title:
+                    rules.update(r.rule for r in title_found)
+                title = title[:300]
+            meta = _check_metadata(rec.metadata)
+            meta, meta_rules = self._redact_json(meta)
+            rules.update(meta_rules)
+            if rules:
+                meta["redactions"] = sorted(set(meta.get("redactions") or []) | rules)
+            importance = _check_importance(rec.importance)
+            if importance is None:
+                raise InvalidInput("importance is required")
+            for name in ("version", "access_count"):
+                value = getattr(rec, name)
+                if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "version" else 0):
+                    raise InvalidInput(f"{name} must be a whole number of at least {1 if name == 'version' else 0}, not {value!r}")
+            times = [rec.created_at, rec.updated_at, rec.last_accessed_at, rec.forget_after, *rec.access_times]
+            if not isinstance(rec.created_at, datetime) or any(t is not None and (not isinstance(t, datetime) or t.tzinfo is None) for t in times):
+                raise InvalidInput("times must be timezone-aware datetimes")
+            similarity = rec.supersede_similarity
+            if similarity is not None and (not isinstance(similarity, (int, float)) or not 0.0 <= similarity <= 1.0):
+                raise InvalidInput(f"supersede_similarity must be between 0 and 1, not {similarity!r}")
+            return replace(
+                rec,
+                type=type_,
+                content=text,
+                title=title,
+                metadata=meta,
+                importance=importance,
+                origin=_check_origin(rec.origin),
+                project=_check_optional_name(rec.project, "project"),
+                session_id=_check_optional_name(rec.session_id, "session_id"),
+                source_ref=_check_optional_name(rec.source_ref, "source_ref"),
+                tags=_check_tags(rec.tags),
+                label=rec.label or rec.key,
+            )
+        except InvalidInput as exc:
+            raise InvalidInput(f"{rec.label or rec.key}: {exc}") from None
+
+    @staticmethod
+    def _redact_json(value: Any) -> tuple[Any, set[str]]:
+        """A JSON value with every string redacted, and the rules that changed something."""
+        if isinstance(value, str):
+            text, found = redact(value)
+            return text, ({r.rule for r in found} if text != value else set())
+        if isinstance(value, list):
+            rules: set[str] = set()
+            items = []
+            for item in value:
+                clean, hit = MemoryStore._redact_json(item)
+                items.append(clean)
+                rules |= hit
+            return items, rules
+        if isinstance(value, dict):
+            rules = set()
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                clean, hit = MemoryStore._redact_json(item)
+                out[key] = clean
+                rules |= hit
+            return out, rules
+        return value, set()
+
+    def _clean_import_session(self, s: SessionRecord) -> SessionRecord:
+        try:
+            sid = _check_optional_name(s.id, "session id")
+            if sid is None:
+                raise InvalidInput("a session needs an id")
+            for t in (s.started_at, s.last_event_at, s.ended_at):
+                if t is not None and (not isinstance(t, datetime) or t.tzinfo is None):
+                    raise InvalidInput("times must be timezone-aware datetimes")
+            meta, _ = self._redact_json(_check_metadata(s.metadata))
+            return replace(s, id=sid, project=_check_optional_name(s.project, "project"), metadata=meta)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{s.label or s.id}: {exc}") from None
+
+    def _import_session(self, conn: db.Connection, s: SessionRecord, summary: ImportSummary) -> None:
+        started = ts_from_dt(s.started_at)
+        last = ts_from_dt(s.last_event_at) if s.last_event_at else started
+        ended = ts_from_dt(s.ended_at) if s.ended_at else None
+        row = conn.execute("SELECT project, started_at, last_event_at, ended_at, metadata FROM sessions WHERE id = ?", (s.id,)).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO sessions(id, project, started_at, last_event_at, ended_at, metadata) VALUES (?, ?, ?, ?, ?, ?)",
+                (s.id, s.project, started, max(last, started), ended, _json(s.metadata)),
+            )
+            summary.sessions_created += 1
+            return
+        old_meta = json.loads(row[4] or "{}")
+        merged = (
+            row[0] if row[0] is not None else s.project,
+            min(row[1], started),
+            max(row[2], last),
+            ended if row[3] is None else max(row[3], ended) if ended is not None else row[3],
+            {**old_meta, **s.metadata},
+        )
+        if merged != (row[0], row[1], row[2], row[3], old_meta):
+            conn.execute(
+                "UPDATE sessions SET project = ?, started_at = ?, last_event_at = ?, ended_at = ?, metadata = ? WHERE id = ?",
+                (*merged[:4], _json(merged[4]), s.id),
+            )
+            summary.sessions_updated += 1
+
+    def _import_match(self, conn: db.Connection, where: str, value: Any, rec: MemoryRecord, claimed: set[int]) -> tuple[Memory, str] | None:
+        """The stored memory a record stands for (with its text hash), or None when it is not in the store."""
+        for row in conn.execute(f"SELECT {_MEMORY_COLUMNS}, content_hash FROM memories WHERE {where} ORDER BY id", (value,)):
+            if row[0] in claimed:
+                continue
+            memory = _row_to_memory(row[:-1])
+            if where.startswith("id") and (row[-1] != content_hash(rec.content) or abs(row[11] - ts_from_dt(rec.created_at)) >= 1e-5):
+                return None  # the id belongs to a different memory here
+            return memory, row[-1]
+        return None
+
+    def _import_refresh(self, conn: db.Connection, rec: MemoryRecord, found: tuple[Memory, str], summary: ImportSummary, touched: set[int]) -> None:
+        """Bring a stored memory up to date with the record that stands for it (never its text)."""
+        m, digest = found
+        if digest != content_hash(rec.content):
+            summary.skipped += 1
+            summary.skip_reasons["already imported with a different text (stored text is never rewritten)"] += 1
+            return
+        sets: dict[str, Any] = {}
+        if abs(rec.importance - m.importance) > 1e-9:
+            sets["importance"] = rec.importance
+        if tuple(rec.tags) != m.tags:
+            sets["tags"] = _json(list(rec.tags))
+            conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (m.id,))
+            conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", [(t, m.id) for t in rec.tags])
+        forget_after = ts_from_dt(rec.forget_after) if rec.forget_after else None
+        old_forget = m.forget_after.timestamp() if m.forget_after else None
+        same_ttl = forget_after == old_forget or (forget_after is not None and old_forget is not None and abs(forget_after - old_forget) < 1e-5)
+        if not same_ttl:
+            sets["forget_after"] = forget_after
+        if rec.access_count > m.access_count:
+            sets["access_count"] = rec.access_count
+        accessed = ts_from_dt(rec.last_accessed_at) if rec.last_accessed_at else None
+        if accessed is not None and accessed > m.last_accessed_at.timestamp() + 1e-5:
+            sets["last_accessed_at"] = accessed
+        if rec.metadata != m.metadata:
+            sets["metadata"] = _json(rec.metadata)
+        if bool(rec.is_latest) != m.is_latest:
+            sets["is_latest"] = int(rec.is_latest)
+            tokens = similarity_tokens(m.content)
+            if rec.is_latest:
+                supersede.index_latest(conn, m.id, tokens)
+            else:
+                supersede.unindex_latest(conn, m.id, tokens)
+            touched.add(m.chain_id)
+        changed = list(sets)
+        if rec.access_times:
+            known = {round(r[0], 3) for r in conn.execute("SELECT at FROM access_log WHERE memory_id = ?", (m.id,))}
+            fresh = [(m.id, ts_from_dt(t)) for t in rec.access_times if round(ts_from_dt(t), 3) not in known]
+            if fresh:
+                conn.executemany("INSERT INTO access_log(memory_id, at) VALUES (?, ?)", fresh)
+                changed.append("access times")
+        if not changed:
+            summary.skipped += 1
+            summary.skip_reasons["already in the store, unchanged"] += 1
+            return
+        updated_at = ts_from_dt(rec.updated_at) if rec.updated_at else None
+        if updated_at is not None and updated_at > m.updated_at.timestamp():
+            sets["updated_at"] = updated_at
+        if sets:
+            conn.execute(f"UPDATE memories SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?", (*sets.values(), m.id))
+        fresh_row = self._get(conn, m.id)
+        fade = decay.sweep_fade_at(
+            fresh_row.layer, fresh_row.type, fresh_row.importance, fresh_row.last_accessed_at.timestamp(), fresh_row.access_count, fresh_row.pinned,
+            self._settings.decay,
+        )
+        conn.execute("UPDATE memories SET fade_at = ? WHERE id = ?", (fade, m.id))
+        summary.updated += 1
+        summary.update_reasons["changed since the last import (" + ", ".join(k.replace("_", " ") for k in changed) + ")"] += 1
+
+    @staticmethod
+    def _import_flush(
+        conn: db.Connection,
+        rows: list[tuple[Any, ...]],
+        tag_rows: list[tuple[str, int]],
+        access_rows: list[tuple[int, float]],
+        latest_rows: list[tuple[int, frozenset[str]]],
+    ) -> None:
+        """Insert the pending new memories with their tags, access times and supersede-index entries."""
+        if rows:
+            conn.executemany(
+                "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "
+                "created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, supersedes, supersede_similarity, "
+                "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        if tag_rows:
+            conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
+        if access_rows:
+            conn.executemany("INSERT INTO access_log(memory_id, at) VALUES (?, ?)", access_rows)
+        if latest_rows:
+            supersede.index_latest_many(conn, latest_rows)
+        rows.clear()
+        tag_rows.clear()
+        access_rows.clear()
+        latest_rows.clear()
+
+    def _import_repair_chains(self, conn: db.Connection, chains: set[int], summary: ImportSummary) -> None:
+        """Leave every touched chain with exactly one latest version: the newest one the file marked latest, or
+        (when none is) the newest version, as after forgetting a latest version."""
+        repaired, shown = 0, 10  # the first repairs are listed one by one, the rest summed up
+        for chain_id in sorted(chains):
+            rows = conn.execute("SELECT id, version, is_latest, content FROM memories WHERE chain_id = ? ORDER BY version, id", (chain_id,)).fetchall()
+            latest = [r for r in rows if r[2]]
+            if len(latest) == 1 or not rows:
+                continue
+            keep = latest[-1] if latest else rows[-1]
+            for r in latest:
+                if r[0] != keep[0]:
+                    conn.execute("UPDATE memories SET is_latest = 0 WHERE id = ?", (r[0],))
+                    supersede.unindex_latest(conn, r[0], similarity_tokens(r[3]))
+            if not keep[2]:
+                conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (keep[0],))
+                supersede.index_latest(conn, keep[0], similarity_tokens(keep[3]))
+            repaired += 1
+            if repaired <= shown:
+                what = f"{len(latest)} versions were marked latest" if latest else "no version was marked latest"
+                summary.warnings.append(f"version chain #{chain_id}: {what}; #{keep[0]} (version {keep[1]}) is now the latest")
+        if repaired > shown:
+            summary.warnings.append(f"{repaired - shown} more version chains were repaired the same way")
+
+
+    # lifecycle (delegates to core.sweep, core.explain, core.consolidate) ------------------------------------------
+
+    def sweep(self, *, now: datetime | None = None, dry_run: bool = False) -> SweepReport:
+        """Run the auto-forget sweep at ``now``: TTL, weak, low-value, near-duplicate and capacity rules (see
+        :mod:`core.sweep`). Each decision names the memory, the rule and the numbers, and is audited. With
+        ``dry_run=True`` nothing is written and the report is exactly what a real sweep at that ``now`` would do."""
+        from core.sweep import run as run_sweep
+
+        return run_sweep(self, now=_now(now), dry_run=dry_run)
+
+    def explain(self, memory_id: int, *, now: datetime | None = None) -> str:
+        """Why a memory is where it is, in a sentence or two (strength and what the next sweep does with it,
+        who superseded it, what it was derived from; for a forgotten id, when and why it went)."""
+        from core.explain import explain as explain_memory
+
+        return explain_memory(self, _check_id(memory_id), now=_now(now))
+
+    def strength_curve(
+        self, memory_id: int, *, start: datetime, end: datetime, points: int = 200, now: datetime | None = None
+    ) -> decay.StrengthCurve:
+        """Past (rebuilt from the recall history) and projected strength of a memory between ``start`` and ``end``."""
+        now = _now(now)
+        if start.tzinfo is None or end.tzinfo is None:
+            raise InvalidInput("start and end must be timezone-aware datetimes")
+        if end <= start:
+            raise InvalidInput("end must be after start")
+        if not isinstance(points, int) or isinstance(points, bool) or not 2 <= points <= 100_000:
+            raise InvalidInput("points must be a whole number from 2 to 100000")
+        memory = self.get(memory_id)
+        return decay.strength_curve(memory, self.access_times(memory.id), start, end, points, now, self._settings.decay)
+
+    def fades_at(self, memory_id: int, threshold: float | None = None) -> datetime | None:
+        """When the memory's strength falls below ``threshold`` (the forget threshold by default) if it is not
+        recalled again; None if it never does by time alone (pinned, or knowledge held above it by its floor)."""
+        cfg = self._settings.decay
+        if threshold is not None:
+            try:
+                threshold = float(threshold)
+            except (TypeError, ValueError):
+                raise InvalidInput(f"threshold must be a number between 0 and 1, not {threshold!r}") from None
+            if not math.isfinite(threshold) or not 0.0 <= threshold <= 1.0:
+                raise InvalidInput(f"threshold must be between 0 and 1, not {threshold!r}")
+        return decay.fades_at(self.get(memory_id), cfg.forget_threshold if threshold is None else threshold, cfg)
+
+    def consolidate(
+        self,
+        *,
+        now: datetime | None = None,
+        llm: LLMConfig | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        cancel: Callable[[], bool] | None = None,
+    ) -> ConsolidationReport:
+        """Consolidate: an episode per finished or idle session, facts stated in several episodes, recurring
+        workflows (see :mod:`core.consolidate`). Uses the LLM when ``llm`` is given or ``MEMLENS_LLM_*`` is set,
+        the deterministic method otherwise. All or nothing: a failure or ``cancel()`` leaves the store unchanged."""
+        from core.consolidate import run as run_consolidation
+
+        return run_consolidation(self, now=_now(now), llm=llm, progress=progress, cancel=cancel)
 
 class _LockedTransaction:
     """The store's write lock plus one database transaction."""
@@ -1721,6 +2468,22 @@ def _check_key(value: Any, name: str) -> str:
     return clean_text(value)
 
 
+def _check_names(value: Any, name: str) -> list[Any]:
+    """A filter that takes several values: one value alone, or a list, tuple or set of them."""
+    if isinstance(value, (str, Layer)):
+        return [value]
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise InvalidInput(f"{name} must be a list, not {type(value).__name__}")
+    return list(value)
+
+
+def _check_when(value: Any, name: str) -> float:
+    """A time filter: an aware datetime, as stored epoch seconds."""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidInput(f"{name} must be a timezone-aware datetime, not {value!r}")
+    return ts_from_dt(value)
+
+
 def _check_count(value: Any, name: str) -> int:
     """A limit or offset: a whole number (negative means 0)."""
     try:
@@ -1736,9 +2499,10 @@ def _json_safe(value: Any) -> Any:
 _ERROR_HINT = re.compile(r"Traceback \(most recent call last\)|\berror\b|\bexception\b|exit code [1-9]|command not found|\bfailed\b", re.I)
 
 
-def _render(value: Any, limit: int) -> str:
+def _render(value: Any, limit: int) -> tuple[str, set[str]]:
+    """A tool's input or output as redacted text cut to ``limit``, and the redaction rules that fired."""
     if value is None:
-        return ""
+        return "", set()
     if isinstance(value, str):
         text = value
     else:
@@ -1746,8 +2510,10 @@ def _render(value: Any, limit: int) -> str:
             text = json.dumps(value, ensure_ascii=False, default=str)
         except (TypeError, ValueError):
             text = str(value)
-    text = clean_text(text.replace("\x00", ""))
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
+    # Redacted before it is cut: a cut through a secret leaves a piece that no rule recognises any more.
+    text, hits = redact(clean_text(text.replace("\x00", "")))
+    rules = {h.rule for h in hits}
+    return (text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"), rules
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -129,13 +129,17 @@ def find_best(
         return None
     hits: Counter[int] = Counter()
     for key in probe_keys:
-        for (rowid,) in conn.execute("SELECT rowid FROM similarity_index WHERE similarity_index MATCH ?", (key,)):
-            hits[rowid] += 1
+        # One string per key keeps the per-posting work in C (a million-row store returns thousands per key).
+        (joined,) = conn.execute("SELECT group_concat(rowid) FROM similarity_index WHERE similarity_index MATCH ?", (key,)).fetchone()
+        if joined:
+            hits.update(map(int, joined.split(",")))
     for memory_id in excluded:
         hits.pop(memory_id, None)
     if not hits:
         return None
     rest = size - len(prefix)
+    # A key may stand for more than one token (a hash collision): each hit counts as that many shared tokens.
+    per_hit = max(len(toks) for toks in by_key.values())
     best: Match | None = None
     candidate_ids = list(hits)
     for i in range(0, len(candidate_ids), _CHUNK):
@@ -152,7 +156,7 @@ def find_best(
             if forget_after is not None and forget_after <= now:
                 continue
             # Upper bound on the overlap: prefix hits (a key may stand for more than one token) plus the rest.
-            bound = min(hits[mid] * max(len(by_key[k]) for k in by_key) + rest, size, m_size)
+            bound = min(hits[mid] * per_hit + rest, size, m_size)
             union = size + m_size - bound
             if union <= 0 or bound / union <= probe_threshold:
                 continue

@@ -169,6 +169,8 @@ def fold_char(ch: str) -> str:
 
 def fold(text: str) -> str:
     """``text`` lower-cased and accent-free, with exactly the same length, so offsets map back."""
+    if text.isascii():
+        return text.lower()  # the same result, without a Unicode decomposition per character (search snippets)
     return "".join(fold_char(c) for c in text)
 
 

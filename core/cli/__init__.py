@@ -24,6 +24,10 @@ from core.errors import InvalidInput, MemlensError
 #: Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = (
     "core.cli.store_commands",
+    "core.cli.maintenance_commands",
+    "core.cli.lifecycle_commands",
+    "core.cli.agent_commands",
+    "core.cli.demo_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]
@@ -101,6 +105,12 @@ def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from core.cli.agent_commands import hook_fast_path
+
+    fast = hook_fast_path(argv)  # `memlens hook` runs on every agent tool call: it skips loading the other commands
+    if fast is not None:
+        return fast
+    args: argparse.Namespace | None = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -130,3 +140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Output piped into `head` and closed early: not an error worth a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        # Damage deep in the file surfaces in whichever read first touches it, far from the checks at open time:
+        # name it like every other environment error instead of printing a traceback.
+        from core import db
+
+        err = db.classify(exc, store_path(args) if args is not None else "the store") if isinstance(exc, db.sqlite.Error) else exc
+        if not isinstance(err, MemlensError):
+            raise
+        print(f"memlens: {err}", file=sys.stderr)
+        return 1

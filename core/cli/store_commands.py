@@ -150,6 +150,11 @@ def memory_block(m: Memory, strength: float | None = None) -> str:
         lines.append(f"  tags         {', '.join(m.tags)}")
     if m.forget_after:
         lines.append(f"  forget after {m.forget_after:%Y-%m-%d %H:%M} UTC")
+    if m.metadata.get("redactions"):
+        lines.append(f"  redacted     {', '.join(m.metadata['redactions'])} (shown as [REDACTED:rule] in the text)")
+    if isinstance(m.metadata.get("needs_review"), dict):
+        sources = ", ".join(f"#{i}" for i in m.metadata["needs_review"].get("forgotten_sources", []))
+        lines.append(f"  needs review derived from forgotten {sources} (memlens review --done {m.id} clears it)")
     if m.parent_id:
         sim = f" (similarity {m.supersede_similarity:.2f})" if m.supersede_similarity is not None else ""
         lines.append(f"  supersedes   #{m.parent_id}{sim}")

@@ -1,0 +1,98 @@
+"""Generated stores for the benchmarks, cached on disk by size, seed and everything that shapes the file.
+
+Building a million memories takes minutes, so a built store is kept under the cache folder (default
+``/tmp/memlens-bench``) and reused; benchmarks that write work on a copy. The cache key covers the generator, the
+schema version and the code that decides what is indexed, so a change to any of them builds afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import schema, supersede, text
+from core.bench import generator
+from core.bench.generator import Generator
+from core.store import MemoryStore
+
+DEFAULT_CACHE = Path(os.environ.get("MEMLENS_BENCH_CACHE", "/tmp/memlens-bench"))
+#: Bump when the generator's output changes in a way its source hash would not show.
+GENERATOR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BuiltStore:
+    """A generated store on disk and how long building it through ``remember_many`` took."""
+
+    path: Path
+    size: int
+    seed: int
+    build_seconds: float
+    cached: bool
+
+
+def fingerprint() -> str:
+    """A short hash of everything that decides a generated store's bytes (not the queries or probes)."""
+    parts = [
+        str(GENERATOR_VERSION),
+        str(schema.SCHEMA_VERSION),
+        repr((generator.EPOCH, generator.TEXT_CHARS, generator.VOCABULARY_SIZE, generator.PROJECTS, generator.LAYER_MIX, generator.TTL_SHARE)),
+        repr((generator._COMMON, generator._ONSETS, generator._NUCLEI, generator._CODAS)),
+        *(inspect.getsource(f) for f in (Generator.__init__, Generator.memories, Generator._sentence, Generator._word_ids, Generator.edit)),
+        inspect.getsource(text.index_text),
+        inspect.getsource(text.similarity_tokens),
+        inspect.getsource(supersede.keys_text),
+        "\n".join(schema.MIGRATIONS[-1][1]),
+    ]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
+
+
+def records(gen: Generator, size: int) -> list[dict[str, object]]:
+    """The ``size`` generated records (materialised, so generation is never part of a timing)."""
+    return [m.record() for m in gen.memories(size)]
+
+
+def build(path: Path, recs: list[dict[str, object]], *, batch_size: int = 5000) -> float:
+    """Load ``recs`` into a fresh store at ``path`` through ``remember_many``; returns the seconds it took."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with MemoryStore.open(path, actor="bench") as store:
+        started = time.perf_counter()
+        store.remember_many(recs, batch_size=batch_size, now=generator.EPOCH)
+        elapsed = time.perf_counter() - started
+    return elapsed
+
+
+def cached_store(size: int, seed: int, cache_dir: Path = DEFAULT_CACHE, recs: list[dict[str, object]] | None = None) -> BuiltStore:
+    """The generated store of ``size`` memories for ``seed``, built (and timed) if the cache lacks it."""
+    key = f"store-{size}-s{seed}-{fingerprint()}"
+    path = cache_dir / f"{key}.db"
+    meta_path = cache_dir / f"{key}.json"
+    if path.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        return BuiltStore(path, size, seed, float(meta["build_seconds"]), True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f"{key}.building.db"
+    if recs is None:
+        recs = records(Generator(seed), size)
+    seconds = build(tmp, recs)
+    os.replace(tmp, path)
+    meta_path.write_text(json.dumps({"size": size, "seed": seed, "build_seconds": seconds, "built_at": time.time()}))
+    return BuiltStore(path, size, seed, seconds, False)
+
+
+def work_copy(built: BuiltStore, workdir: Path) -> Path:
+    """A copy of a cached store that a benchmark may change (the cache stays pristine)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    dest = workdir / f"work-{built.size}.db"
+    for suffix in ("-wal", "-shm"):
+        Path(str(dest) + suffix).unlink(missing_ok=True)
+    shutil.copyfile(built.path, dest)
+    return dest

@@ -1,0 +1,192 @@
+"""CLI commands that connect agents and other tools: ``mcp``, ``hook``, ``import`` and ``export``.
+
+``memlens hook`` runs on every tool call of a coding agent, so this module imports nothing heavy at load time:
+the MCP SDK and the import/export code are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from core.cli import add_json_flag, emit, now_from, open_store, store_path
+from core.config import default_store_path
+from core.errors import InvalidInput, MemlensError
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands."""
+    p = sub.add_parser("mcp", help="serve the store to an agent over MCP (stdio)")
+    _db_option(p)
+    p.set_defaults(handler=cmd_mcp)
+
+    _register_hook(sub)
+
+    p = sub.add_parser("import", help="import an agentmemory export (JSON) or a memlens export (JSONL)")
+    p.add_argument("file", help="the export file ('-' reads standard input)")
+    p.add_argument("--format", choices=["agentmemory", "memlens"], help="the file's format (detected when omitted)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    p.add_argument("--now", help=argparse.SUPPRESS)
+    _db_option(p)
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_import)
+
+    p = sub.add_parser("export", help="write every memory, session and relation to a memlens JSONL file")
+    p.add_argument("file", help="the file to write ('-' writes standard output)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    p.add_argument("--now", help=argparse.SUPPRESS)
+    _db_option(p)
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_export)
+
+
+def _register_hook(sub: Any) -> None:
+    p = sub.add_parser("hook", help="record one coding-agent hook event read from standard input (always exits 0)")
+    _db_option(p)
+    p.add_argument("--event", help="the event name, for agents whose JSON has no hook_event_name")
+    p.set_defaults(handler=cmd_hook)
+
+
+def hook_fast_path(argv: Sequence[str]) -> int | None:
+    """Run ``memlens [--db PATH] hook ...`` without building the full command line; None for other commands.
+
+    Hooks run on every tool call, so they skip loading every other command module. A mistake in the hook's
+    command line is logged like any other hook problem and still exits 0: agents treat some non-zero exit
+    codes of hooks as "block this prompt".
+    """
+    rest = list(argv)
+    while rest[:1] and rest[0].startswith("--db"):
+        rest = rest[1:] if "=" in rest[0] else rest[2:]
+    if rest[:1] != ["hook"]:
+        return None
+    from core.cli import UsageError, _Parser
+
+    parser = _Parser(prog="memlens")
+    parser.add_argument("--db", metavar="PATH")
+    _register_hook(parser.add_subparsers(dest="command", parser_class=_Parser))
+    try:
+        args = parser.parse_args(list(argv))
+    except UsageError as exc:
+        from core.hooks import log_problem
+
+        log_problem(_hook_store_path(argv), f"bad command line for memlens hook: {exc}")
+        return 0
+    return cmd_hook(args)
+
+
+def _hook_store_path(argv: Sequence[str]) -> Path:
+    for i, arg in enumerate(argv):
+        if arg.startswith("--db="):
+            return Path(arg[5:]).expanduser()
+        if arg == "--db" and i + 1 < len(argv):
+            return Path(argv[i + 1]).expanduser()
+    return default_store_path()
+
+
+def _db_option(parser: argparse.ArgumentParser) -> None:
+    # `memlens mcp --db PATH` reads better in an agent's configuration than `memlens --db PATH mcp`; SUPPRESS
+    # keeps an absent subcommand option from overwriting a global --db.
+    parser.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help="store file (same as the global --db)")
+
+
+# --- handlers --------------------------------------------------------------------------------------------------
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from core.mcp_server import serve
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "pydantic"):
+            raise
+        raise MemlensError("the MCP server needs the optional dependency `mcp`: pip install 'memlens[mcp]'") from None
+
+    serve(store_path(args))
+    return 0
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    from core.hooks import run
+
+    return run(sys.stdin.buffer, store_path(args), event_name=args.event)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.io import read_file, read_text
+
+    now = now_from(args)
+    if args.file == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InvalidInput("give the export file as an argument, or pipe it into `memlens import -`")
+        batch = read_text(sys.stdin.buffer.read().decode("utf-8", errors="replace"), format=args.format)
+    else:
+        batch = read_file(args.file, format=args.format)
+    bar = ProgressBar("importing", sys.stderr, enabled=not args.no_progress)
+    try:
+        with open_store(args) as store:
+            summary = store.import_records(batch, now=now, progress=bar)
+    finally:
+        bar.finish()
+    emit(args, summary.to_dict(), summary.describe)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.io import export_file
+
+    bar = ProgressBar("exporting", sys.stderr, enabled=not args.no_progress)
+    try:
+        with open_store(args, create=False, readonly=True) as store:
+            summary = export_file(store, args.file, now=now_from(args), progress=bar)
+    finally:
+        bar.finish()
+    text = f"exported {summary.memories} memories, {summary.sessions} sessions and {summary.relations} relations to {summary.path}"
+    if args.file == "-":
+        # Standard output carries the export itself; the summary goes to standard error.
+        print(text, file=sys.stderr)
+        return 0
+    emit(args, summary.to_dict(), text)
+    return 0
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal, used as a ``progress(done, total)`` callback; silent elsewhere."""
+
+    def __init__(self, label: str, stream: TextIO, *, enabled: bool = True, width: int = 30) -> None:
+        self.label = label
+        self.stream = stream
+        self.enabled = enabled and _is_tty(stream)
+        self.width = width
+        self._drawn = False
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        # Redraw at most ten times a second, and always for the last step.
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        fraction = done / total if total else 1.0
+        filled = int(self.width * fraction)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done:,}/{total:,} {fraction:4.0%}")
+        self.stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        """End the bar's line (if one was drawn)."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

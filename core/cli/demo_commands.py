@@ -1,0 +1,45 @@
+"""``memlens demo``: fill a store with a realistic demo (see :mod:`core.demo`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from core.cli import add_json_flag, emit, now_from, store_path
+from core.errors import InvalidInput
+
+
+def register(sub: Any) -> None:
+    """Add the ``demo`` subcommand."""
+    p = sub.add_parser("demo", help="write a realistic demo: a few weeks of an agent's work across all four layers")
+    p.add_argument("--days", type=int, default=21, help="how many days of activity, ending now (3-365, default 21)")
+    p.add_argument("--seed", type=int, default=7, help="random seed (the same seed and time give the same store)")
+    p.add_argument("--force", action="store_true", help="add the demo even if the store already holds memories")
+    p.add_argument("--now", help=argparse.SUPPRESS)
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Generate the demo into the chosen store."""
+    from core.demo import generate
+    from core.store import MemoryStore
+
+    now = now_from(args)
+    with MemoryStore.open(store_path(args), actor="demo") as store:
+        existing = store.count_memories(latest_only=False, include_expired=True, now=now)
+        if existing and not args.force:
+            raise InvalidInput(f"{store.path} already holds {existing} memories; use --force to add the demo anyway, or --db to pick another file")
+
+        def progress(done: int, total: int) -> None:
+            if not args.json and sys.stderr.isatty():
+                print(f"\rday {done}/{total}", end="", file=sys.stderr, flush=True)
+
+        summary = generate(store, now=now, days=args.days, seed=args.seed, progress=progress)
+        if not args.json and sys.stderr.isatty():
+            print(file=sys.stderr)
+        counts = store.layer_counts(now=now)
+    data = {"path": str(store.path), "summary": summary.__dict__, "layer_counts": counts}
+    emit(args, data, lambda: f"demo written to {store.path}: {summary.describe()}\n" + "  ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0

@@ -1,0 +1,136 @@
+"""CLI commands over the lifecycle engine: sweep, consolidate, explain, strength."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Any
+
+from core.cli import add_json_flag, emit, now_from, open_store
+from core.decay import composite_score
+from core.decay import strength as strength_of
+from core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from core.llm import LLMConfig
+
+# core.consolidate and core.llm (which bring numpy) are imported by the commands that use them: every `memlens`
+# call builds this parser, and agent hooks call memlens on every tool use.
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands."""
+    p = sub.add_parser("sweep", help="forget what is due (TTL, weak, low value, duplicates, capacity), or list it with --dry-run")
+    p.add_argument("--dry-run", action="store_true", help="only list what a sweep at that time would do; write nothing")
+    p.add_argument("--now", help="sweep as of this time (ISO 8601; default: now)")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_sweep)
+
+    p = sub.add_parser("consolidate", help="summarise finished sessions into episodes, extract facts and workflows")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (default: $MEMLENS_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="model name (default: $MEMLENS_LLM_MODEL)")
+    p.add_argument("--llm-timeout", type=float, help="seconds to wait for an answer (default 30)")
+    p.add_argument("--no-llm", action="store_true", help="use the deterministic method even if an LLM is configured")
+    p.add_argument("--now", help="consolidate as of this time (ISO 8601; default: now)")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_consolidate)
+
+    p = sub.add_parser("explain", help="why a memory is where it is (strength, the next sweep, supersede, sources)")
+    p.add_argument("id", type=int)
+    p.add_argument("--now", help="explain as of this time (ISO 8601; default: now)")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_explain)
+
+    p = sub.add_parser("strength", help="a memory's strength, retention score and when it fades")
+    p.add_argument("id", type=int)
+    p.add_argument("--threshold", type=float, help="fade threshold (default: the forget threshold)")
+    p.add_argument("--now", help="as of this time (ISO 8601; default: now)")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_strength)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    now = now_from(args)
+    with open_store(args, create=False, readonly=args.dry_run) as store:
+        report = store.sweep(now=now, dry_run=args.dry_run)
+
+    def text() -> str:
+        lines = [report.summary()]
+        verb = {"forget": "forget", "mark_not_latest": "hide", "archive": "archive"}
+        for d in report.decisions:
+            lines.append(f"  #{d.memory_id} {d.rule:<9} {verb.get(d.action, d.action):<7} {d.title}")
+            lines.append(f"      {d.reason}")
+        if report.archives:
+            lines.append("  archived into " + ", ".join(f"#{i}" for i in report.archives))
+        return "\n".join(lines)
+
+    emit(args, report.to_dict(), text)
+    return 0
+
+
+def _llm_config(args: argparse.Namespace) -> LLMConfig | None:
+    from core.llm import LLMConfig, LLMError
+
+    if args.no_llm:
+        return None
+    if not (args.llm_base_url or args.llm_model or args.llm_timeout):
+        return None  # the store falls back to $MEMLENS_LLM_*
+    base_url = args.llm_base_url or os.environ.get("MEMLENS_LLM_BASE_URL", "").strip()
+    model = args.llm_model or os.environ.get("MEMLENS_LLM_MODEL", "").strip()
+    if not base_url or not model:
+        raise InvalidInput("an LLM needs both --llm-base-url and --llm-model (or $MEMLENS_LLM_BASE_URL and $MEMLENS_LLM_MODEL)")
+    api_key = os.environ.get("MEMLENS_LLM_API_KEY", "").strip() or os.environ.get("OPENAI_API_KEY", "").strip() or None
+    try:
+        return LLMConfig(base_url=base_url.rstrip("/"), model=model, api_key=api_key, timeout=args.llm_timeout or 30.0)
+    except LLMError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    from core.consolidate import run as run_consolidation
+
+    now = now_from(args)
+    config = _llm_config(args)
+    with open_store(args) as store:
+        # --no-llm beats $MEMLENS_LLM_*: the environment is not read at all then.
+        report = run_consolidation(store, now=now, llm=config, from_env=not args.no_llm)
+    emit(args, report.to_dict(), report.message)
+    return 0 if report.ok else 1
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    now = now_from(args)
+    with open_store(args, create=False, readonly=True) as store:
+        sentence = store.explain(args.id, now=now)
+    emit(args, {"id": args.id, "now": now.isoformat(), "explanation": sentence}, sentence)
+    return 0
+
+
+def cmd_strength(args: argparse.Namespace) -> int:
+    now = now_from(args)
+    with open_store(args, create=False, readonly=True) as store:
+        memory = store.get(args.id)
+        cfg = store.settings.decay
+        value = strength_of(memory, now, cfg)
+        threshold = cfg.forget_threshold if args.threshold is None else args.threshold
+        fade = store.fades_at(args.id, threshold)
+        score = composite_score(memory, now, cfg)
+    data = {
+        "id": memory.id,
+        "now": now.isoformat(),
+        "strength": round(value, 6),
+        "retention_score": round(score, 6),
+        "threshold": threshold,
+        "fades_at": fade.isoformat() if fade else None,
+        "access_count": memory.access_count,
+        "last_accessed_at": memory.last_accessed_at.isoformat(),
+        "pinned": memory.pinned,
+    }
+    if fade is None:
+        when = "never by time alone" + (" (pinned)" if memory.pinned else "")
+    elif fade <= now:
+        when = f"fell below {threshold:g} on {fade:%Y-%m-%d %H:%M} UTC"
+    else:
+        when = f"falls below {threshold:g} on {fade:%Y-%m-%d %H:%M} UTC unless recalled"
+    emit(args, data, f"#{memory.id} strength {value:.3f}, retention score {score:.3f}; {when}")
+    return 0

@@ -1,0 +1,123 @@
+"""CLI commands that keep a store healthy and private: backup, doctor, redact-check, review."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from core.cli import add_json_flag, emit, now_from, open_store, store_path
+from core.errors import InvalidInput
+from core.maintenance import backup, describe, doctor
+from core.redact import redact
+
+_PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands."""
+    p = sub.add_parser("backup", help="copy the store to PATH (safe while an agent writes)")
+    p.add_argument("path", help="the backup file, or an existing folder to put a dated backup in")
+    p.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_backup)
+
+    p = sub.add_parser("doctor", help="check the store (integrity, indexes, orphans, chains, audit chain)")
+    p.add_argument("--repair", action="store_true", help="rebuild the derived indexes and fix what can be fixed")
+    p.add_argument("--now", help=argparse.SUPPRESS)
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_doctor)
+
+    p = sub.add_parser("redact-check", help="show what redaction would hide in TEXT (nothing is stored)")
+    p.add_argument("text", nargs="?", help="the text ('-' or nothing reads standard input)")
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_redact_check)
+
+    p = sub.add_parser("review", help="memories flagged because a memory they were derived from was forgotten")
+    p.add_argument("--done", type=int, metavar="ID", help="clear the flag of memory ID (it was checked)")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--now", help=argparse.SUPPRESS)
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_review)
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    result = backup(store_path(args), args.path, overwrite=args.force)
+    emit(
+        args,
+        result.to_dict(),
+        f"backed up {result.memories:,} memories and {result.audit_entries:,} audit entries to {result.destination} "
+        f"({result.bytes / 1e6:.1f} MB)",
+    )
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    report = doctor(store_path(args), repair=args.repair, now=now_from(args))
+    emit(args, report.to_dict(), lambda: describe(report))
+    return 0 if report.ok else 1
+
+
+def _read_text(value: str | None) -> str:
+    if value is None or value == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InvalidInput("give the text as an argument or on standard input")
+        return sys.stdin.read()
+    return value
+
+
+def redaction_preview(text: str) -> dict[str, Any]:
+    """What :func:`core.redact.redact` does to ``text``: the result, and each placeholder with its rule, its
+    place in the result (line, column, offset) and the line around it, never the secret itself."""
+    redacted, found = redact(text)
+    places = []
+    for match in _PLACEHOLDER.finditer(redacted):
+        line_start = redacted.rfind("\n", 0, match.start()) + 1
+        line_end = redacted.find("\n", match.end())
+        places.append(
+            {
+                "rule": match.group(1),
+                "offset": match.start(),
+                "line": redacted.count("\n", 0, match.start()) + 1,
+                "column": match.start() - line_start + 1,
+                "context": redacted[line_start : line_end if line_end != -1 else len(redacted)][:200],
+            }
+        )
+    return {"redacted": redacted, "rules": sorted({f.rule for f in found}), "places": places, "changed": redacted != text}
+
+
+def cmd_redact_check(args: argparse.Namespace) -> int:
+    preview = redaction_preview(_read_text(args.text))
+
+    def text() -> str:
+        if not preview["changed"]:
+            return "nothing would be redacted"
+        lines = [f"would redact: {', '.join(preview['rules'])}"]
+        lines += [f"  line {p['line']}, column {p['column']}: {p['rule']}  | {p['context']}" for p in preview["places"]]
+        lines += ["", preview["redacted"]]
+        return "\n".join(lines)
+
+    emit(args, preview, text)
+    return 0
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    with open_store(args, create=False) as store:
+        if args.done is not None:
+            m = store.mark_reviewed(args.done, now=now_from(args))
+            emit(args, m.to_dict(), f"#{m.id} is no longer flagged for review")
+            return 0
+        flagged = store.needing_review(limit=args.limit)
+
+    def text() -> str:
+        if not flagged:
+            return "no memories are flagged for review"
+        lines = []
+        for m in flagged:
+            sources = ", ".join(f"#{i}" for i in m.metadata["needs_review"].get("forgotten_sources", []))
+            lines.append(f"#{m.id} {m.layer}/{m.type}: {m.title}   (derived from forgotten {sources})")
+        return "\n".join(lines)
+
+    emit(args, [m.to_dict() for m in flagged], text)
+    return 0

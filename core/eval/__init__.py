@@ -1,0 +1,1 @@
+"""Retrieval-quality evaluations over public benchmarks: ``python -m core.eval.locomo --data FILE``."""

@@ -1,0 +1,311 @@
+"""Evidence recall@k on LoCoMo through memlens's public API, beside a plain FTS5 bm25 baseline from the same run.
+
+``python -m core.eval.locomo --data FILE`` takes any file shaped like LoCoMo's ``locomo10.json`` (a list of samples
+with ``conversation`` and ``qa``). For each sample, every turn is remembered in a fresh store with
+:meth:`core.store.MemoryStore.remember_many`, the way a user would import a chat history: content
+``"<speaker>: <text>"`` (plus ``[shares <image caption>]``), the session's date as the time, the turn's ``dia_id``
+as ``source_ref``, one memlens session per conversation session, working layer, type ``message``, no supersede
+(turns are events, not facts that replace each other). Each question is then asked with
+:meth:`~core.store.MemoryStore.search` (limit 20, at one day after the last session) and scored on the ``dia_id``
+of the hits, as ``shared/data/locomo/README.md`` defines it: recall@k = |gold ∩ top k| / |gold|, averaged over
+questions, questions without usable evidence skipped.
+
+The baseline indexes the same contents in a bare SQLite FTS5 table (``porter`` tokenizer) and ranks by bm25 with
+the question's words joined by OR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from core import db
+from core.errors import InvalidInput
+from core.store import MemoryStore
+
+KS = (1, 5, 10, 20)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+_SESSION_KEY = re.compile(r"session_(\d+)")
+_TURN_ID = re.compile(r"D(\d+):(\d+)")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation."""
+
+    dia_id: str
+    session: int
+    speaker: str
+    text: str
+    caption: str | None
+    when: datetime
+
+    def content(self) -> str:
+        """The memory's text: ``"<speaker>: <text>"``, plus the shared image's caption where there is one."""
+        out = f"{self.speaker}: {self.text}"
+        if self.caption:
+            out += f" [shares {self.caption}]"
+        return out
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question with its normalised gold evidence (turn ids) and category."""
+
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One conversation and its questions."""
+
+    sample_id: str
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+    skipped_questions: int
+
+
+def normalise_evidence(raw: Sequence[Any], known: set[str]) -> tuple[str, ...]:
+    """Gold turn ids as the README defines them: split on ``;``, ``,`` and spaces, ``D:11:26`` -> ``D11:26``,
+    leading zeros dropped, ids naming no turn dropped; order kept, duplicates removed."""
+    out: list[str] = []
+    for item in raw:
+        for part in re.split(r"[;,\s]+", str(item)):
+            match = _TURN_ID.fullmatch(part.replace("D:", "D"))
+            if not match:
+                continue
+            dia_id = f"D{int(match.group(1))}:{int(match.group(2))}"
+            if dia_id in known and dia_id not in out:
+                out.append(dia_id)
+    return tuple(out)
+
+
+def parse_sample(raw: Any, position: int) -> Sample:
+    """One sample of the file; InvalidInput naming the sample and the problem if it is not LoCoMo-shaped."""
+    where = f"sample {position}"
+    if not isinstance(raw, dict) or not isinstance(raw.get("conversation"), dict) or not isinstance(raw.get("qa"), list):
+        raise InvalidInput(f"{where}: expected an object with 'conversation' (object) and 'qa' (list)")
+    sample_id = str(raw.get("sample_id", position))
+    where = f"sample {sample_id}"
+    conv = raw["conversation"]
+    turns: list[Turn] = []
+    for number in sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.fullmatch(k))):
+        session = conv[f"session_{number}"]
+        if not isinstance(session, list):
+            raise InvalidInput(f"{where}: session_{number} must be a list of turns")
+        stamp = conv.get(f"session_{number}_date_time")
+        try:
+            when = datetime.strptime(str(stamp), DATE_FORMAT).replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise InvalidInput(f"{where}: session_{number}_date_time {stamp!r} is not like '1:56 pm on 8 May, 2023'") from None
+        for turn in session:
+            if not isinstance(turn, dict) or not all(isinstance(turn.get(k), str) for k in ("speaker", "dia_id", "text")):
+                raise InvalidInput(f"{where}: each turn of session_{number} needs text fields speaker, dia_id and text")
+            caption = turn.get("blip_caption")
+            turns.append(Turn(turn["dia_id"], number, turn["speaker"], turn["text"], caption if isinstance(caption, str) else None, when))
+    known = {t.dia_id for t in turns}
+    questions: list[Question] = []
+    skipped = 0
+    for qa in raw["qa"]:
+        if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
+            raise InvalidInput(f"{where}: each qa entry needs a 'question' text")
+        evidence = normalise_evidence(qa.get("evidence") or [], known)
+        if not evidence:
+            skipped += 1
+            continue
+        try:
+            category = int(qa.get("category", 0))
+        except (TypeError, ValueError):
+            category = 0
+        questions.append(Question(qa["question"], category, evidence))
+    return Sample(sample_id, tuple(turns), tuple(questions), skipped)
+
+
+def load(path: Path) -> list[Sample]:
+    """Every sample of a LoCoMo-shaped JSON file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise InvalidInput(f"{path}: expected a JSON list of samples")
+    return [parse_sample(raw, i) for i, raw in enumerate(data)]
+
+
+# --- the two retrievers ----------------------------------------------------------------------------------------
+
+Searcher = Callable[[str, int], list[str]]
+
+
+def memlens_searcher(sample: Sample, workdir: Path) -> tuple[Searcher, MemoryStore]:
+    """A fresh store holding the sample's turns, and a function asking it a question (its hits' dia_ids)."""
+    store = MemoryStore.open(workdir / f"{re.sub(r'[^A-Za-z0-9_-]', '_', sample.sample_id)}.db", actor="locomo")
+    store.remember_many(
+        (
+            {
+                "content": t.content(),
+                "created_at": t.when,
+                "source_ref": t.dia_id,
+                "session_id": f"{sample.sample_id}/session_{t.session}",
+                "layer": "working",
+                "type": "message",
+            }
+            for t in sample.turns
+        ),
+        supersede=False,
+        now=max(t.when for t in sample.turns),
+    )
+    asked_at = max(t.when for t in sample.turns) + timedelta(days=1)
+
+    def search(question: str, k: int) -> list[str]:
+        return [h.memory.source_ref or "" for h in store.search(question, limit=k, now=asked_at)]
+
+    return search, store
+
+
+def fts5_searcher(sample: Sample) -> tuple[Searcher, Any]:
+    """The baseline: the same contents in a bare FTS5 table (porter tokenizer), bm25 over the words OR-ed."""
+    conn = db.sqlite.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE turns USING fts5(content, tokenize='porter')")
+    conn.executemany("INSERT INTO turns(rowid, content) VALUES (?, ?)", [(i, t.content()) for i, t in enumerate(sample.turns)])
+    ids = [t.dia_id for t in sample.turns]
+
+    def search(question: str, k: int) -> list[str]:
+        words = re.findall(r"\w+", question)
+        if not words:
+            return []
+        expression = " OR ".join('"' + w + '"' for w in words)
+        rows = conn.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?", (expression, k)).fetchall()
+        return [ids[r[0]] for r in rows]
+
+    return search, conn
+
+
+# --- scoring ---------------------------------------------------------------------------------------------------
+
+
+class Tally:
+    """Running sums of recall@k, overall and per category."""
+
+    def __init__(self) -> None:
+        self.questions = 0
+        self.sums = dict.fromkeys(KS, 0.0)
+        self.by_category: dict[int, list[float]] = {}
+
+    def add(self, gold: Sequence[str], ranked: Sequence[str], category: int) -> None:
+        """Score one question's ranking against its gold evidence."""
+        gold_set = set(gold)
+        self.questions += 1
+        for k in KS:
+            self.sums[k] += len(gold_set.intersection(ranked[:k])) / len(gold_set)
+        entry = self.by_category.setdefault(category, [0.0, 0])
+        entry[0] += len(gold_set.intersection(ranked[:10])) / len(gold_set)
+        entry[1] += 1
+
+    def result(self) -> dict[str, Any]:
+        """recall@k and per-category recall@10, rounded to three places."""
+        n = max(self.questions, 1)
+        return {
+            "questions": self.questions,
+            "recall": {f"@{k}": round(self.sums[k] / n, 3) for k in KS},
+            "recall@10_by_category": {
+                CATEGORIES.get(c, str(c)): {"questions": int(v[1]), "recall@10": round(v[0] / v[1], 3)} for c, v in sorted(self.by_category.items())
+            },
+        }
+
+
+def evaluate(samples: Sequence[Sample], progress: Callable[[str], None] = lambda _msg: None) -> dict[str, Any]:
+    """Score memlens search and the FTS5 baseline on every question of every sample."""
+    ours, theirs = Tally(), Tally()
+    started = time.perf_counter()
+    search_seconds = 0.0
+    with tempfile.TemporaryDirectory(prefix="memlens-locomo-") as tmp:
+        for sample in samples:
+            if not sample.turns:
+                continue
+            progress(f"{sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions")
+            search, store = memlens_searcher(sample, Path(tmp))
+            baseline, conn = fts5_searcher(sample)
+            try:
+                for q in sample.questions:
+                    t0 = time.perf_counter()
+                    ranked = search(q.text, max(KS))
+                    search_seconds += time.perf_counter() - t0
+                    ours.add(q.evidence, ranked, q.category)
+                    theirs.add(q.evidence, baseline(q.text, max(KS)), q.category)
+            finally:
+                store.close()
+                conn.close()
+    result_ours = ours.result()
+    result_ours["mean_search_ms"] = round(1000 * search_seconds / max(ours.questions, 1), 2)
+    return {
+        "samples": [s.sample_id for s in samples],
+        "turns": sum(len(s.turns) for s in samples),
+        "questions": ours.questions,
+        "questions_skipped_without_evidence": sum(s.skipped_questions for s in samples),
+        "memlens": result_ours,
+        "fts5_bm25_or": theirs.result(),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result as aligned text: recall@k for both, then recall@10 per category."""
+    lines = [f"LoCoMo evidence recall: {len(result['samples'])} conversations, {result['turns']:,} turns, {result['questions']:,} questions "
+             f"({result['questions_skipped_without_evidence']} without evidence skipped)", ""]
+    head = ["", *[f"recall@{k}" for k in KS]]
+    rows = [head]
+    for label, key in (("memlens search", "memlens"), ("plain FTS5 bm25 (OR)", "fts5_bm25_or")):
+        rows.append([label, *[f"{result[key]['recall'][f'@{k}']:.3f}" for k in KS]])
+    lines += _grid(rows)
+    lines += ["", "recall@10 by category"]
+    rows = [["category", "questions", "memlens", "FTS5"]]
+    for name, value in result["memlens"]["recall@10_by_category"].items():
+        base = result["fts5_bm25_or"]["recall@10_by_category"].get(name, {})
+        rows.append([name, str(value["questions"]), f"{value['recall@10']:.3f}", f"{base.get('recall@10', 0.0):.3f}"])
+    lines += _grid(rows)
+    lines += ["", f"mean memlens search time {result['memlens']['mean_search_ms']} ms; total {result['seconds']} s"]
+    return "\n".join(lines)
+
+
+def _grid(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the evaluation from the command line; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m core.eval.locomo", description="Evidence recall@k of memlens search on a LoCoMo-shaped file.")
+    parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-shaped JSON file (e.g. ../shared/data/locomo/locomo-dev.json)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--out", type=Path, help="also write the JSON to this file")
+    args = parser.parse_args(argv)
+    try:
+        samples = load(args.data)
+    except InvalidInput as exc:
+        print(f"python -m core.eval.locomo: {exc}", file=sys.stderr)
+        return 2
+    result = evaluate(samples, progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True))
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text if args.json else table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""memlens's own export format: JSON Lines, one record a line, versioned, lossless.
+
+The first line is a header ``{"format": "memlens", "version": 1, ...}``; then every session (``"record":
+"session"``), every memory with all its versions (``"record": "memory"``, the fields of
+:meth:`core.models.Memory.to_dict` plus ``access_log``, the times it was recalled), every relation (``"record":
+"relation"``), and a last line ``{"record": "end", ...}`` with the counts, so a truncated file is recognised.
+Times are ISO 8601 in UTC with microseconds. Exporting a store, importing the file into an empty store and
+exporting again gives the same records (ids, versions, chains, times, access counts, relations, sessions); the
+audit log and the store's settings are not part of an export.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from core.errors import InvalidInput
+from core.io import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
+from core.models import RELATION_KINDS, Layer, Origin
+
+if TYPE_CHECKING:
+    from core.store import MemoryStore
+
+FORMAT = "memlens"
+VERSION = 1
+
+_LAYERS = {layer.value for layer in Layer}
+_ORIGINS = {origin.value for origin in Origin}
+
+
+def _line(record: dict[str, Any]) -> str:
+    # Keys in a fixed order ("record" or "format" first) and fixed separators: the same store always gives
+    # byte-identical records.
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def records(store: MemoryStore, *, now: datetime | None = None, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
+    """The export of ``store`` as ``(record kind, line)`` pairs: header, sessions, memories, relations, end."""
+    from core import __version__
+
+    when = now or datetime.now(timezone.utc)
+    total = store.count_memories(latest_only=False, include_expired=True)
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": when.isoformat(),
+        "memlens_version": __version__,
+        "sequence": store.id_sequence(),
+    }
+    yield "header", _line(header)
+    sessions = 0
+    for session in store.iter_sessions():
+        sessions += 1
+        yield "session", _line({"record": "session", **session.to_dict()})
+    memories = 0
+    relations: list[dict[str, Any]] = []
+    for memory, accesses, links in store.iter_export_rows():
+        memories += 1
+        yield "memory", _line({"record": "memory", **memory.to_dict(), "access_log": [a.isoformat() for a in accesses]})
+        relations.extend(
+            {"record": "relation", "src_id": r.src_id, "dst_id": r.dst_id, "kind": r.kind, "created_at": r.created_at.isoformat(), "score": r.score}
+            for r in links
+        )
+        if progress is not None and (memories % 500 == 0 or memories == total):
+            progress(memories, max(total, memories))
+    for relation in relations:
+        yield "relation", _line(relation)
+    yield "end", _line({"record": "end", "sessions": sessions, "memories": memories, "relations": len(relations)})
+
+
+def export(store: MemoryStore, path: str | Path, *, now: datetime | None = None, progress: Progress | None = None) -> ExportSummary:
+    """Write the export of ``store`` to ``path`` (``"-"`` for standard output) and count what was written.
+
+    A file is written under a temporary name in the same folder and renamed into place when complete.
+    """
+    counts: Counter[str] = Counter()
+    if str(path) == "-":
+        for kind, text in records(store, now=now, progress=progress):
+            counts[kind] += 1
+            sys.stdout.write(text)
+        sys.stdout.flush()
+        return ExportSummary("-", counts["session"], counts["memory"], counts["relation"])
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InvalidInput(f"{target} is a folder; give the export a file name")
+    if not target.parent.is_dir():
+        raise InvalidInput(f"the folder {target.parent} does not exist")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            for kind, text in records(store, now=now, progress=progress):
+                counts[kind] += 1
+                fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    return ExportSummary(str(target), counts["session"], counts["memory"], counts["relation"])
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+
+def load(path: str | Path) -> ImportBatch:
+    """Read and check a memlens export file; raises InvalidInput naming the first problem (with its line)."""
+    try:
+        with Path(path).expanduser().open("r", encoding="utf-8") as fh:
+            return parse(fh)
+    except FileNotFoundError:
+        raise InvalidInput(f"{path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InvalidInput(f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def parse(lines: Iterable[str] | IO[str]) -> ImportBatch:
+    """Check memlens JSONL and turn it into an :class:`ImportBatch` (ids kept, records matched by id and text)."""
+    batch = ImportBatch(format=FORMAT, match_by="id")
+    header: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    session_ids: set[str] = set()
+    memory_lines: dict[int, int] = {}
+    number = 0
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        where = f"line {number}"
+        if end is not None:
+            raise InvalidInput(f"{where}: there is data after the end record")
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise InvalidInput(f"{where}: each line must be a JSON object")
+        if header is None:
+            header = _check_header(obj, where)
+            batch.sequence = header["sequence"]
+            batch.description = f"memlens export of {header['exported_at']}" if header.get("exported_at") else "memlens export"
+            continue
+        kind = obj.get("record")
+        if kind == "session":
+            session = _session(obj, where)
+            if session.id in session_ids:
+                raise InvalidInput(f"{where}: session {session.id!r} appears twice")
+            session_ids.add(session.id)
+            batch.sessions.append(session)
+        elif kind == "memory":
+            memory = _memory(obj, where)
+            memory_id = memory.id or 0
+            if memory_id in memory_lines:
+                raise InvalidInput(f"{where}: memory id {memory_id} appears twice (first on line {memory_lines[memory_id]})")
+            memory_lines[memory_id] = number
+            batch.memories.append(memory)
+        elif kind == "relation":
+            batch.relations.append(_relation(obj, where))
+        elif kind == "end":
+            end = obj
+        else:
+            raise InvalidInput(f"{where}: unknown record {kind!r} (expected session, memory, relation or end)")
+    if header is None:
+        raise InvalidInput("the file is empty (a memlens export starts with a header line)")
+    if end is None:
+        raise InvalidInput(f"the file ends at line {number} without its end record: it is incomplete (was the export interrupted?)")
+    for name, found in (("sessions", len(batch.sessions)), ("memories", len(batch.memories)), ("relations", len(batch.relations))):
+        if end.get(name) != found:
+            raise InvalidInput(f"the end record counts {end.get(name)!r} {name}, but the file holds {found}")
+    return batch
+
+
+def _check_header(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    if obj.get("format") != FORMAT:
+        raise InvalidInput(f"{where}: not a memlens export (the first line must be a header with \"format\": \"memlens\")")
+    version = obj.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidInput(f"{where}: the header's version must be a positive whole number, not {version!r}")
+    if version > VERSION:
+        raise InvalidInput(f"this file uses memlens export format {version}; this memlens reads up to {VERSION}. Upgrade memlens to import it.")
+    sequence = obj.get("sequence", 0)
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
+        raise InvalidInput(f"{where}: the header's sequence must be a whole number, not {sequence!r}")
+    return obj
+
+
+def _time(obj: dict[str, Any], name: str, where: str, *, required: bool = True) -> datetime | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise InvalidInput(f"{where}: {name} is missing")
+        return None
+    return _parse_time(value, f"{where}: {name}")
+
+
+def _parse_time(value: Any, what: str) -> datetime:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be an ISO 8601 time, not {value!r}")
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"{what} is not an ISO 8601 time: {value!r}") from None
+    if when.tzinfo is None:
+        raise InvalidInput(f"{what} has no time zone: {value!r}")
+    return when.astimezone(timezone.utc)
+
+
+def _int(obj: dict[str, Any], name: str, where: str, *, minimum: int, required: bool = True) -> int | None:
+    value = obj.get(name)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInput(f"{where}: {name} must be a whole number of at least {minimum}, not {value!r}")
+    return value
+
+
+def _str(obj: dict[str, Any], name: str, where: str, *, required: bool = False) -> str | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise InvalidInput(f"{where}: {name} is missing")
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}: {name} must be text, not {type(value).__name__}")
+    return value
+
+
+def _session(obj: dict[str, Any], where: str) -> SessionRecord:
+    sid = _str(obj, "id", where, required=True)
+    if not sid:
+        raise InvalidInput(f"{where}: a session needs an id")
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise InvalidInput(f"{where}: metadata must be an object")
+    return SessionRecord(
+        id=sid,
+        project=_str(obj, "project", where),
+        started_at=_time(obj, "started_at", where),  # type: ignore[arg-type]
+        last_event_at=_time(obj, "last_event_at", where, required=False),
+        ended_at=_time(obj, "ended_at", where, required=False),
+        metadata=meta,
+        label=where,
+    )
+
+
+def _memory(obj: dict[str, Any], where: str) -> MemoryRecord:
+    memory_id = _int(obj, "id", where, minimum=1)
+    assert memory_id is not None
+    where = f"{where} (memory {memory_id})"
+    layer = obj.get("layer")
+    if layer not in _LAYERS:
+        raise InvalidInput(f"{where}: layer must be one of {', '.join(sorted(_LAYERS))}, not {layer!r}")
+    origin = obj.get("origin", "import")
+    if origin not in _ORIGINS:
+        raise InvalidInput(f"{where}: origin must be one of {', '.join(sorted(_ORIGINS))}, not {origin!r}")
+    importance = obj.get("importance")
+    if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not math.isfinite(importance) or not 0 <= importance <= 1:
+        raise InvalidInput(f"{where}: importance must be a number between 0 and 1, not {importance!r}")
+    similarity = obj.get("supersede_similarity")
+    if similarity is not None and (isinstance(similarity, bool) or not isinstance(similarity, (int, float)) or not 0 <= similarity <= 1):
+        raise InvalidInput(f"{where}: supersede_similarity must be a number between 0 and 1, not {similarity!r}")
+    tags = obj.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InvalidInput(f"{where}: tags must be a list of text")
+    supersedes = obj.get("supersedes") or []
+    if not isinstance(supersedes, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in supersedes):
+        raise InvalidInput(f"{where}: supersedes must be a list of memory ids")
+    accesses = obj.get("access_log") or []
+    if not isinstance(accesses, list):
+        raise InvalidInput(f"{where}: access_log must be a list of times")
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise InvalidInput(f"{where}: metadata must be an object")
+    for flag in ("is_latest", "pinned"):
+        if not isinstance(obj.get(flag, False), bool):
+            raise InvalidInput(f"{where}: {flag} must be true or false")
+    content = _str(obj, "content", where, required=True)
+    parent = _int(obj, "parent_id", where, minimum=1, required=False)
+    chain = _int(obj, "chain_id", where, minimum=1)
+    return MemoryRecord(
+        key=str(memory_id),
+        id=memory_id,
+        content=content or "",
+        layer=str(layer),
+        type=_str(obj, "type", where, required=True) or "",
+        title=_str(obj, "title", where) or "",
+        created_at=_time(obj, "created_at", where),  # type: ignore[arg-type]
+        updated_at=_time(obj, "updated_at", where, required=False),
+        last_accessed_at=_time(obj, "last_accessed_at", where, required=False),
+        importance=float(importance),
+        origin=str(origin),
+        project=_str(obj, "project", where),
+        session_id=_str(obj, "session_id", where),
+        tags=tuple(tags),
+        source_ref=_str(obj, "source_ref", where),
+        access_count=_int(obj, "access_count", where, minimum=0) or 0,
+        access_times=tuple(_parse_time(t, f"{where}: access_log") for t in accesses),
+        version=_int(obj, "version", where, minimum=1) or 1,
+        parent_key=str(parent) if parent is not None else None,
+        chain_key=str(chain),
+        supersedes_keys=tuple(str(i) for i in supersedes),
+        supersede_similarity=float(similarity) if similarity is not None else None,
+        is_latest=bool(obj.get("is_latest", True)),
+        forget_after=_time(obj, "forget_after", where, required=False),
+        pinned=bool(obj.get("pinned", False)),
+        metadata=meta,
+        label=where,
+    )
+
+
+def _relation(obj: dict[str, Any], where: str) -> RelationRecord:
+    src = _int(obj, "src_id", where, minimum=1)
+    dst = _int(obj, "dst_id", where, minimum=1)
+    kind = obj.get("kind")
+    if kind not in RELATION_KINDS:
+        raise InvalidInput(f"{where}: relation kind must be one of {', '.join(RELATION_KINDS)}, not {kind!r}")
+    score = obj.get("score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
+        raise InvalidInput(f"{where}: score must be a number, not {score!r}")
+    return RelationRecord(
+        src_key=str(src),
+        dst_key=str(dst),
+        kind=str(kind),
+        created_at=_time(obj, "created_at", where),  # type: ignore[arg-type]
+        score=float(score) if score is not None else None,
+        label=where,
+    )

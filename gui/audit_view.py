@@ -1,0 +1,232 @@
+"""The audit log: every change to the store, newest first, filterable by operation, target and time."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from core.store import AuditEntry, MemoryStore
+from gui import format as fmt
+from gui.lazy_model import LazyTableModel
+from gui.qt import QtCore, QtWidgets, Signal
+from gui.tasks import StoreReader
+
+ENTRY_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which audit entries to show."""
+
+    operation: str | None = None
+    target_id: int | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class AuditTableModel(LazyTableModel):
+    """Audit entries matching an :class:`AuditFilter`, newest first, loaded page by page."""
+
+    HEADERS = ("#", "When", "Operation", "Actor", "Targets", "What happened")
+
+    def __init__(self, reader: StoreReader | None, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(reader, parent)
+        self.filter = AuditFilter()
+
+    def set_filter(self, audit_filter: AuditFilter) -> None:
+        """Show the entries matching ``audit_filter``."""
+        self.filter = audit_filter
+        self.reload()
+
+    def columns(self) -> Sequence[str]:
+        return self.HEADERS
+
+    def page_loader(self, offset: int, limit: int) -> Callable[[MemoryStore], list[Any]]:
+        f = self.filter
+
+        def page(store: MemoryStore) -> list[Any]:
+            return list(store.audit(limit=limit, offset=offset, operation=f.operation, target_id=f.target_id, since=f.since, until=f.until))
+
+        return page
+
+    def row_id(self, row: Any) -> Hashable:
+        return row.id
+
+    def entry_at(self, row: int) -> AuditEntry | None:
+        """The entry shown in ``row``."""
+        entry = self.row_at(row)
+        return entry if isinstance(entry, AuditEntry) else None
+
+    def cell(self, row: Any, column: int, role: int) -> Any:
+        e: AuditEntry = row
+        R = QtCore.Qt.ItemDataRole
+        if role == ENTRY_ROLE:
+            return e
+        if role in (R.DisplayRole, R.AccessibleTextRole):
+            return [str(e.id), fmt.when(e.at), e.operation, e.actor, fmt.id_list(e.target_ids, 3), fmt.audit_summary(e)][column]
+        if role == R.ToolTipRole and column == 5:
+            return fmt.audit_summary(e)
+        if role == R.TextAlignmentRole and column == 0:
+            return (QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter).value
+        return None
+
+
+class AuditView(QtWidgets.QWidget):
+    """Filters, the audit table and a readable view of the selected entry's details.
+
+    Double-clicking an entry emits ``target_activated`` with its first target id.
+    """
+
+    target_activated = Signal(int)
+
+    def __init__(self, reader: StoreReader | None, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("auditView")
+        self.model = AuditTableModel(reader, self)
+        self.operation = QtWidgets.QComboBox()
+        self.operation.setObjectName("auditOperation")
+        self.operation.setAccessibleName("Operation")
+        self.operation.addItem("All operations", "")
+        self.target = QtWidgets.QLineEdit()
+        self.target.setObjectName("auditTarget")
+        self.target.setAccessibleName("Target memory id")
+        self.target.setPlaceholderText("target id")
+        self.target.setClearButtonEnabled(True)
+        self.target.setMaximumWidth(110)
+        self.since = self._date_edit("auditSince", "Since")
+        self.until = self._date_edit("auditUntil", "Until")
+        self.use_since = QtWidgets.QCheckBox("Since")
+        self.use_since.setObjectName("auditUseSince")
+        self.use_until = QtWidgets.QCheckBox("Until")
+        self.use_until.setObjectName("auditUseUntil")
+        self.message = QtWidgets.QLabel()
+        self.message.setObjectName("auditMessage")
+
+        bar = QtWidgets.QHBoxLayout()
+        bar.addWidget(QtWidgets.QLabel("Operation"))
+        bar.addWidget(self.operation)
+        bar.addWidget(QtWidgets.QLabel("Target"))
+        bar.addWidget(self.target)
+        bar.addWidget(self.use_since)
+        bar.addWidget(self.since)
+        bar.addWidget(self.use_until)
+        bar.addWidget(self.until)
+        bar.addStretch(1)
+        bar.addWidget(self.message)
+
+        self.table = QtWidgets.QTableView()
+        self.table.setObjectName("auditTable")
+        self.table.setAccessibleName("Audit log")
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(24)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        for column, width in enumerate((60, 130, 110, 70, 150)):
+            self.table.setColumnWidth(column, width)
+        self.table.doubleClicked.connect(self._activated)
+        self.details = QtWidgets.QTextBrowser()
+        self.details.setObjectName("auditDetails")
+        self.details.setAccessibleName("Audit entry details")
+        self.details.setOpenLinks(False)
+        self.details.anchorClicked.connect(lambda url: self._open_link(url.toString()))
+        splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.details)
+        splitter.setSizes([500, 180])
+
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(bar)
+        layout.addWidget(splitter, 1)
+
+        self.table.selectionModel().currentRowChanged.connect(self._show_current)
+        self.operation.currentIndexChanged.connect(self.apply_filter)
+        self.target.editingFinished.connect(self.apply_filter)
+        for widget in (self.use_since, self.use_until):
+            widget.toggled.connect(self.apply_filter)
+        for edit in (self.since, self.until):
+            edit.dateTimeChanged.connect(self._date_changed)
+        self.model.loaded.connect(self._loaded)
+        self.model.load_failed.connect(lambda msg: self.message.setText(f"Could not read the audit log: {msg}"))
+
+    def _date_edit(self, name: str, accessible: str) -> QtWidgets.QDateTimeEdit:
+        edit = QtWidgets.QDateTimeEdit(QtCore.QDateTime.currentDateTime())
+        edit.setObjectName(name)
+        edit.setAccessibleName(accessible)
+        edit.setCalendarPopup(True)
+        edit.setDisplayFormat("yyyy-MM-dd HH:mm")
+        return edit
+
+    def set_operations(self, operations: list[str]) -> None:
+        """Offer these operations in the filter (keeps the current choice)."""
+        current = self.operation.currentData()
+        self.operation.blockSignals(True)
+        self.operation.clear()
+        self.operation.addItem("All operations", "")
+        for op in operations:
+            self.operation.addItem(op, op)
+        index = self.operation.findData(current or "")
+        self.operation.setCurrentIndex(max(0, index))
+        self.operation.blockSignals(False)
+
+    def _date_changed(self) -> None:
+        if self.use_since.isChecked() or self.use_until.isChecked():
+            self.apply_filter()
+
+    def current_filter(self) -> AuditFilter:
+        """The filter the controls describe (a target that is not a number is ignored and said so)."""
+        text = self.target.text().strip().lstrip("#")
+        target = int(text) if text.isdigit() else None
+        self.message.setText("" if not text or target is not None else "The target must be a memory id (a number).")
+
+        def utc(edit: QtWidgets.QDateTimeEdit) -> datetime:
+            return datetime.fromtimestamp(edit.dateTime().toSecsSinceEpoch(), tz=timezone.utc)
+
+        return AuditFilter(
+            operation=self.operation.currentData() or None,
+            target_id=target,
+            since=utc(self.since) if self.use_since.isChecked() else None,
+            until=utc(self.until) if self.use_until.isChecked() else None,
+        )
+
+    def apply_filter(self) -> None:
+        """Reload the table with the filter from the controls."""
+        wanted = self.current_filter()
+        if wanted != self.model.filter or not self.model.rowCount():
+            self.model.set_filter(wanted)
+
+    def _loaded(self) -> None:
+        if self.table.selectionModel().currentIndex().isValid():
+            self._show_current(self.table.selectionModel().currentIndex(), QtCore.QModelIndex())
+        elif not self.model.rowCount():
+            self.details.setHtml("<p style='color:gray'>No audit entries match.</p>")
+
+    def _show_current(self, current: QtCore.QModelIndex, _previous: QtCore.QModelIndex) -> None:
+        entry = self.model.entry_at(current.row()) if current.isValid() else None
+        if entry is None:
+            self.details.clear()
+            return
+        targets = ", ".join(f"<a href='memory:{t}'>#{t}</a>" for t in entry.target_ids) or "none"
+        self.details.setHtml(
+            f"<h4>#{entry.id} {html.escape(entry.operation)} by {html.escape(entry.actor)} at {fmt.when(entry.at)}</h4>"
+            f"<p>{html.escape(fmt.audit_summary(entry))}</p>"
+            f"<p><b>Targets:</b> {targets}</p>"
+            f"{fmt.details_html(entry.details)}"
+            f"<p style='color:gray;font-size:small'>hash {entry.hash[:16]}…</p>"
+        )
+
+    def _open_link(self, text: str) -> None:
+        kind, _, value = text.partition(":")
+        if kind == "memory" and value.isdigit():
+            self.target_activated.emit(int(value))
+
+    def _activated(self, index: QtCore.QModelIndex) -> None:
+        entry = self.model.entry_at(index.row())
+        if entry is not None and entry.target_ids:
+            self.target_activated.emit(entry.target_ids[0])

@@ -1,0 +1,30 @@
+"""``memlens gui [--db PATH]``: registered through the ``memlens.commands`` entry point.
+
+This module must stay importable without Qt: the CLI loads it to build its parser, and PySide6 is imported only
+when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add the ``gui`` subcommand."""
+    p = sub.add_parser("gui", help="open the desktop inspector (PySide6) on the store")
+    p.add_argument("--theme", choices=["system", "light", "dark"], help="colour theme for this run (saved as the default)")
+    p.set_defaults(handler=cmd_gui)
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    """Start the desktop app on ``--db`` / ``$MEMLENS_DB`` / the default store."""
+    from core.cli import store_path
+
+    try:
+        from gui.app import main
+    except ImportError as exc:
+        from core.errors import MemlensError
+
+        raise MemlensError(f"the desktop app needs PySide6 (pip install 'memlens[gui]'): {exc}") from None
+    return main(store_path(args), theme_name=args.theme)

@@ -1,0 +1,78 @@
+"""Cell painters for the memory table: a strength bar, and search snippets with the matched terms highlighted."""
+
+from __future__ import annotations
+
+import html
+
+from core.text import SNIPPET_CLOSE, SNIPPET_OPEN
+from gui.qt import QtCore, QtGui, QtWidgets
+
+
+def snippet_html(snippet: str) -> str:
+    """A snippet with « » marks as HTML, the marked words bold on a yellow background."""
+    out = html.escape(snippet)
+    out = out.replace(html.escape(SNIPPET_OPEN), "<span style='background-color:rgba(255,200,0,0.55);font-weight:600'>")
+    return out.replace(html.escape(SNIPPET_CLOSE), "</span>")
+
+
+class StrengthDelegate(QtWidgets.QStyledItemDelegate):
+    """Paints strength as a small bar with the number beside it; red below the forget threshold."""
+
+    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self.threshold = 0.1
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionViewItem, index: QtCore.QModelIndex | QtCore.QPersistentModelIndex) -> None:
+        value = index.data(QtCore.Qt.ItemDataRole.EditRole)
+        if not isinstance(value, float):
+            super().paint(painter, option, index)
+            return
+        opt = QtWidgets.QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        style = opt.widget.style() if opt.widget is not None else QtWidgets.QApplication.style()
+        style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        rect = option.rect.adjusted(4, 6, -4, -6)
+        text_width = 34
+        bar = QtCore.QRectF(rect.x(), rect.y(), max(10, rect.width() - text_width - 4), rect.height())
+        painter.save()
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        pal = option.palette
+        painter.setPen(QtCore.Qt.PenStyle.NoPen)
+        painter.setBrush(pal.color(QtGui.QPalette.ColorRole.Midlight))
+        painter.drawRoundedRect(bar, 3, 3)
+        color = QtGui.QColor("#c0392b") if value < self.threshold else QtGui.QColor("#2e9d5b") if value >= 0.5 else QtGui.QColor("#d9a20d")
+        painter.setBrush(color)
+        painter.drawRoundedRect(QtCore.QRectF(bar.x(), bar.y(), bar.width() * max(0.0, min(1.0, value)), bar.height()), 3, 3)
+        selected = bool(option.state & QtWidgets.QStyle.StateFlag.State_Selected)
+        painter.setPen(pal.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text))
+        text_rect = QtCore.QRectF(bar.right() + 4, option.rect.y(), text_width, option.rect.height())
+        painter.drawText(text_rect, int(QtCore.Qt.AlignmentFlag.AlignVCenter | QtCore.Qt.AlignmentFlag.AlignRight), f"{value:.2f}")
+        painter.restore()
+
+
+class SnippetDelegate(QtWidgets.QStyledItemDelegate):
+    """Paints a search snippet with its matched terms highlighted (plain text when there is no « » mark)."""
+
+    def paint(self, painter: QtGui.QPainter, option: QtWidgets.QStyleOptionViewItem, index: QtCore.QModelIndex | QtCore.QPersistentModelIndex) -> None:
+        text = index.data(QtCore.Qt.ItemDataRole.DisplayRole)
+        if not isinstance(text, str) or SNIPPET_OPEN not in text:
+            super().paint(painter, option, index)
+            return
+        opt = QtWidgets.QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        style = opt.widget.style() if opt.widget is not None else QtWidgets.QApplication.style()
+        style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        doc = QtGui.QTextDocument()
+        doc.setDefaultFont(option.font)
+        doc.setDocumentMargin(0)
+        selected = bool(option.state & QtWidgets.QStyle.StateFlag.State_Selected)
+        color = option.palette.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text)
+        doc.setHtml(f"<span style='color:{color.name()}; white-space:nowrap'>{snippet_html(text)}</span>")
+        painter.save()
+        rect = option.rect.adjusted(4, 0, -4, 0)
+        painter.setClipRect(rect)
+        painter.translate(rect.x(), rect.y() + (rect.height() - doc.size().height()) / 2)
+        doc.drawContents(painter)
+        painter.restore()

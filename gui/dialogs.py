@@ -1,0 +1,436 @@
+"""Small dialogs: forget confirmation, edit, settings, sweep preview and time-travel date."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from core.config import StoreSettings
+from core.decay import DEFAULT_RATES
+from core.models import Memory
+from gui import format as fmt
+from gui.preferences import Preferences
+from gui.qt import QtCore, QtWidgets, Signal
+from gui.theme import THEMES
+
+
+def _name(widget: QtWidgets.QWidget, name: str, accessible: str) -> Any:
+    widget.setObjectName(name)
+    widget.setAccessibleName(accessible)
+    return widget
+
+
+# --- forget ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForgetPlan:
+    """What a forget would erase: the selected memories and, per memory, the other versions of its chain."""
+
+    memories: list[Memory]
+    chain_extra: dict[int, list[int]]
+
+    @property
+    def extra_versions(self) -> int:
+        """How many other versions the whole-chain option would add."""
+        selected = {m.id for m in self.memories}
+        return len({i for ids in self.chain_extra.values() for i in ids} - selected)
+
+
+class ForgetDialog(QtWidgets.QDialog):
+    """Says exactly what will be erased, offers the whole chain and asks for an optional reason."""
+
+    def __init__(self, plan: ForgetPlan, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("forgetDialog")
+        self.setWindowTitle("Forget memories" if len(plan.memories) > 1 else "Forget memory")
+        self.plan = plan
+        n = len(plan.memories)
+        head = QtWidgets.QLabel(f"<b>Erase {fmt.plural(n, 'memory', 'memories')} for good?</b>")
+        head.setObjectName("forgetHeading")
+        items = "".join(f"<li>#{m.id} v{m.version} <i>{html.escape(m.title[:90])}</i> ({m.layer})</li>" for m in plan.memories[:12])
+        if n > 12:
+            items += f"<li>… and {n - 12} more</li>"
+        listing = QtWidgets.QLabel(f"<ul style='margin:0'>{items}</ul>")
+        listing.setWordWrap(True)
+        listing.setObjectName("forgetList")
+        self.whole_chain = _name(QtWidgets.QCheckBox(), "forgetWholeChain", "Erase the whole version chain")
+        extra = plan.extra_versions
+        if extra:
+            chains = "its chain" if len(plan.memories) == 1 else "their chains"
+            self.whole_chain.setText(f"Also erase the other {fmt.plural(extra, 'version')} of {chains}")
+        else:
+            self.whole_chain.setText("Erase the whole version chain (there are no other versions)")
+            self.whole_chain.setEnabled(False)
+        self.consequence = QtWidgets.QLabel()
+        self.consequence.setObjectName("forgetConsequence")
+        self.consequence.setWordWrap(True)
+        self.reason = _name(QtWidgets.QLineEdit(), "forgetReason", "Reason")
+        self.reason.setPlaceholderText("optional - kept in the audit log")
+        note = QtWidgets.QLabel(
+            "The text leaves the database, the search index and the write-ahead log. The audit log keeps only the ids, "
+            "a SHA-256 of the text and your reason."
+        )
+        note.setWordWrap(True)
+        note.setStyleSheet("color: gray")
+        buttons = QtWidgets.QDialogButtonBox()
+        self.forget_button = _name(buttons.addButton("Forget", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole), "forgetConfirm", "Forget")
+        _name(buttons.addButton(QtWidgets.QDialogButtonBox.StandardButton.Cancel), "forgetCancel", "Cancel")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QtWidgets.QFormLayout()
+        form.addRow("Reason", self.reason)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(head)
+        layout.addWidget(listing)
+        layout.addWidget(self.whole_chain)
+        layout.addWidget(self.consequence)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(buttons)
+        self.whole_chain.toggled.connect(self._update)
+        self._update()
+        self.resize(520, self.sizeHint().height())
+
+    def _update(self) -> None:
+        n = len(self.plan.memories)
+        if self.whole_chain.isChecked():
+            total = n + self.plan.extra_versions
+            self.consequence.setText(f"{fmt.plural(total, 'memory version', 'memory versions')} will be erased: every version of each chain.")
+        else:
+            restored = sum(1 for m in self.plan.memories if m.is_latest and self.plan.chain_extra.get(m.id))
+            text = f"{fmt.plural(n, 'memory version', 'memory versions')} will be erased; other versions stay."
+            if restored:
+                text += f" {fmt.plural(restored, 'older version')} will become latest again."
+            self.consequence.setText(text)
+
+    def values(self) -> tuple[bool, str | None]:
+        """(whole chain, reason or None)."""
+        return self.whole_chain.isChecked(), (self.reason.text().strip() or None)
+
+
+# --- edit ------------------------------------------------------------------------------------------------------
+
+
+class EditDialog(QtWidgets.QDialog):
+    """Edit a memory's importance, tags and pinning (its text never changes in place)."""
+
+    def __init__(self, memory: Memory, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("editDialog")
+        self.setWindowTitle(f"Edit #{memory.id}")
+        self.memory = memory
+        self.importance = _name(QtWidgets.QDoubleSpinBox(), "editImportance", "Importance")
+        self.importance.setRange(0.0, 1.0)
+        self.importance.setSingleStep(0.05)
+        self.importance.setDecimals(2)
+        self.importance.setValue(memory.importance)
+        self.tags = _name(QtWidgets.QLineEdit(", ".join(memory.tags)), "editTags", "Tags")
+        self.tags.setPlaceholderText("comma-separated")
+        self.pinned = _name(QtWidgets.QCheckBox("Pinned: keeps its strength and no sweep ever touches it"), "editPinned", "Pinned")
+        self.pinned.setChecked(memory.pinned)
+        title = QtWidgets.QLabel(f"<b>#{memory.id}</b> {html.escape(memory.title)}")
+        title.setWordWrap(True)
+        note = QtWidgets.QLabel("To change the text, store a new version (File > New memory): text is never edited in place.")
+        note.setWordWrap(True)
+        note.setStyleSheet("color: gray")
+        form = QtWidgets.QFormLayout()
+        form.addRow("Importance", self.importance)
+        form.addRow("Tags", self.tags)
+        form.addRow("", self.pinned)
+        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        _name(buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save), "editSave", "Save")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(title)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(buttons)
+        self.resize(460, self.sizeHint().height())
+
+    def changes(self) -> dict[str, Any]:
+        """The keyword arguments for ``MemoryStore.update`` that differ from the memory (empty: nothing changed)."""
+        out: dict[str, Any] = {}
+        if round(self.importance.value(), 4) != round(self.memory.importance, 4):
+            out["importance"] = round(self.importance.value(), 4)
+        tags = [t.strip() for t in self.tags.text().split(",") if t.strip()]
+        if tuple(tags) != self.memory.tags:
+            out["tags"] = tags
+        if self.pinned.isChecked() != self.memory.pinned:
+            out["pinned"] = self.pinned.isChecked()
+        return out
+
+
+# --- settings --------------------------------------------------------------------------------------------------
+
+
+class SettingsDialog(QtWidgets.QDialog):
+    """Timers, theme and LLM endpoint (the person's, kept in QSettings) and the store's thresholds and decay rates
+    (shared by every process using the store, changed with ``MemoryStore.configure``)."""
+
+    def __init__(self, prefs: Preferences, store_settings: StoreSettings | None, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("settingsDialog")
+        self.setWindowTitle("Settings")
+        self.prefs = prefs
+        self.store_settings = store_settings
+        tabs = QtWidgets.QTabWidget()
+        tabs.setObjectName("settingsTabs")
+
+        timers = QtWidgets.QWidget()
+        form = QtWidgets.QFormLayout(timers)
+        self.refresh_minutes = self._spin("settingsRefresh", "Refresh strengths every", 1, 24 * 60, max(1, round(prefs.refresh_seconds / 60)), " min")
+        self.sweep_minutes = self._spin("settingsSweep", "Auto-forget sweep every", 1, 7 * 24 * 60, max(1, round(prefs.sweep_seconds / 60)), " min")
+        self.live_ms = self._spin("settingsLive", "Check for other processes' writes every", 200, 60_000, prefs.live_poll_ms, " ms")
+        form.addRow("Refresh strengths every", self.refresh_minutes)
+        form.addRow("Auto-forget sweep every", self.sweep_minutes)
+        form.addRow("Check for changes every", self.live_ms)
+        tabs.addTab(timers, "Timers")
+
+        engine = QtWidgets.QWidget()
+        engine_layout = QtWidgets.QVBoxLayout(engine)
+        eform = QtWidgets.QFormLayout()
+        s = store_settings or StoreSettings()
+        self.supersede = self._double("settingsSupersede", "Supersede threshold", s.supersede_threshold)
+        self.advisory = self._double("settingsAdvisory", "Similar-to threshold", s.advisory_threshold)
+        self.forget_threshold = self._double("settingsForgetThreshold", "Forget threshold", s.decay.forget_threshold)
+        self.reinforcement = self._double("settingsReinforcement", "Reinforcement per recall", s.decay.reinforcement, maximum=10.0)
+        eform.addRow("Supersede above similarity", self.supersede)
+        eform.addRow("Report “similar to” above", self.advisory)
+        eform.addRow("Forget below strength", self.forget_threshold)
+        eform.addRow("Reinforcement per recall", self.reinforcement)
+        engine_layout.addLayout(eform)
+        engine_layout.addWidget(QtWidgets.QLabel("Decay rates (per hour) by memory type:"))
+        self.rates = QtWidgets.QTableWidget(0, 2)
+        _name(self.rates, "settingsRates", "Decay rates")
+        self.rates.setHorizontalHeaderLabels(["Type", "Rate per hour"])
+        self.rates.horizontalHeader().setStretchLastSection(True)
+        self.rates.verticalHeader().setVisible(False)
+        rates = dict(DEFAULT_RATES)
+        rates.update(s.decay.rates)
+        for type_name in sorted(rates):
+            row = self.rates.rowCount()
+            self.rates.insertRow(row)
+            item = QtWidgets.QTableWidgetItem(type_name)
+            item.setFlags(item.flags() & ~QtCore.Qt.ItemFlag.ItemIsEditable)
+            self.rates.setItem(row, 0, item)
+            self.rates.setItem(row, 1, QtWidgets.QTableWidgetItem(f"{rates[type_name]:g}"))
+        engine_layout.addWidget(self.rates, 1)
+        note = QtWidgets.QLabel("These rules live in the store: the agent and every other process using it apply them too.")
+        note.setWordWrap(True)
+        note.setStyleSheet("color: gray")
+        engine_layout.addWidget(note)
+        engine.setEnabled(store_settings is not None)
+        tabs.addTab(engine, "Engine")
+
+        llm = QtWidgets.QWidget()
+        lform = QtWidgets.QFormLayout(llm)
+        self.llm_url = _name(QtWidgets.QLineEdit(prefs.llm_base_url), "settingsLlmUrl", "LLM endpoint")
+        self.llm_url.setPlaceholderText("http://localhost:11434/v1 (empty: no LLM)")
+        self.llm_model = _name(QtWidgets.QLineEdit(prefs.llm_model), "settingsLlmModel", "LLM model")
+        self.llm_model.setPlaceholderText("e.g. llama3.1")
+        lform.addRow("OpenAI-compatible endpoint", self.llm_url)
+        lform.addRow("Model", self.llm_model)
+        key_note = QtWidgets.QLabel(
+            "Consolidation uses the LLM when both are set; without one it runs the built-in heuristic method. "
+            "An API key, if the endpoint needs one, is read from MEMLENS_LLM_API_KEY or OPENAI_API_KEY and never stored."
+        )
+        key_note.setWordWrap(True)
+        lform.addRow(key_note)
+        tabs.addTab(llm, "LLM")
+
+        look = QtWidgets.QWidget()
+        aform = QtWidgets.QFormLayout(look)
+        self.theme = _name(QtWidgets.QComboBox(), "settingsTheme", "Theme")
+        for name in THEMES:
+            self.theme.addItem(name.capitalize(), name)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(prefs.theme)))
+        aform.addRow("Theme", self.theme)
+        tabs.addTab(look, "Appearance")
+
+        self.error = QtWidgets.QLabel()
+        self.error.setObjectName("settingsError")
+        self.error.setStyleSheet("color: #c0392b")
+        self.error.setWordWrap(True)
+        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        _name(buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save), "settingsSave", "Save")
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(tabs)
+        layout.addWidget(self.error)
+        layout.addWidget(buttons)
+        self.resize(520, 520)
+
+    def _spin(self, name: str, accessible: str, lo: int, hi: int, value: int, suffix: str) -> QtWidgets.QSpinBox:
+        spin = _name(QtWidgets.QSpinBox(), name, accessible)
+        spin.setRange(lo, hi)
+        spin.setValue(max(lo, min(hi, value)))
+        spin.setSuffix(suffix)
+        return spin
+
+    def _double(self, name: str, accessible: str, value: float, maximum: float = 1.0) -> QtWidgets.QDoubleSpinBox:
+        spin = _name(QtWidgets.QDoubleSpinBox(), name, accessible)
+        spin.setRange(0.0, maximum)
+        spin.setDecimals(3)
+        spin.setSingleStep(0.05)
+        spin.setValue(value)
+        return spin
+
+    def _accept(self) -> None:
+        try:
+            self.store_changes()
+        except ValueError as exc:
+            self.error.setText(str(exc))
+            return
+        self.accept()
+
+    def new_preferences(self) -> Preferences:
+        """The person's preferences as edited."""
+        return Preferences(
+            refresh_seconds=self.refresh_minutes.value() * 60,
+            sweep_seconds=self.sweep_minutes.value() * 60,
+            sweeps_paused=self.prefs.sweeps_paused,
+            live_poll_ms=self.live_ms.value(),
+            theme=str(self.theme.currentData()),
+            llm_base_url=self.llm_url.text().strip(),
+            llm_model=self.llm_model.text().strip(),
+            recent_files=list(self.prefs.recent_files),
+        )
+
+    def store_changes(self) -> dict[str, Any]:
+        """The ``configure`` changes for the store (only what differs); raises ValueError for a bad rate."""
+        if self.store_settings is None:
+            return {}
+        s = self.store_settings
+        changes: dict[str, Any] = {}
+        if round(self.supersede.value(), 4) != round(s.supersede_threshold, 4):
+            changes["supersede_threshold"] = round(self.supersede.value(), 4)
+        if round(self.advisory.value(), 4) != round(s.advisory_threshold, 4):
+            changes["advisory_threshold"] = round(self.advisory.value(), 4)
+        if self.advisory.value() > self.supersede.value():
+            raise ValueError("The similar-to threshold must not be above the supersede threshold.")
+        decay: dict[str, Any] = {}
+        if round(self.forget_threshold.value(), 4) != round(s.decay.forget_threshold, 4):
+            decay["forget_threshold"] = round(self.forget_threshold.value(), 4)
+        if round(self.reinforcement.value(), 4) != round(s.decay.reinforcement, 4):
+            decay["reinforcement"] = round(self.reinforcement.value(), 4)
+        rates: dict[str, float] = {}
+        for row in range(self.rates.rowCount()):
+            type_item, rate_item = self.rates.item(row, 0), self.rates.item(row, 1)
+            if type_item is None or rate_item is None:
+                continue
+            try:
+                rate = float(rate_item.text())
+            except ValueError:
+                raise ValueError(f"The decay rate of {type_item.text()} must be a number, not {rate_item.text()!r}.") from None
+            if not rate > 0:
+                raise ValueError(f"The decay rate of {type_item.text()} must be above 0.")
+            if abs(rate - s.decay.rate_for(type_item.text())) > 1e-12:
+                rates[type_item.text()] = rate
+        if rates:
+            decay["rates"] = rates
+        if decay:
+            changes["decay"] = decay
+        return changes
+
+
+# --- sweep preview ---------------------------------------------------------------------------------------------
+
+
+class DecisionTable(QtWidgets.QTableWidget):
+    """Sweep decisions as a table; double-clicking a row emits the memory id."""
+
+    memory_activated = Signal(int)
+
+    def __init__(self, decisions: Sequence[Any], parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(len(decisions), 5, parent)
+        self.setObjectName("sweepDecisions")
+        self.setAccessibleName("Sweep decisions")
+        self.setHorizontalHeaderLabels(["#", "Title", "Rule", "Action", "Why"])
+        self.verticalHeader().setVisible(False)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setWordWrap(False)
+        self.verticalHeader().setDefaultSectionSize(24)
+        self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        for row, d in enumerate(decisions):
+            for col, text in enumerate((str(d.memory_id), d.title, d.rule, d.action.replace("_", " "), d.reason)):
+                item = QtWidgets.QTableWidgetItem(text)
+                item.setToolTip(text)
+                item.setData(QtCore.Qt.ItemDataRole.UserRole, d.memory_id)
+                self.setItem(row, col, item)
+        self.setColumnWidth(0, 60)
+        self.setColumnWidth(1, 260)
+        self.setColumnWidth(2, 80)
+        self.setColumnWidth(3, 110)
+        self.cellDoubleClicked.connect(self._activated)
+
+    def _activated(self, row: int, _column: int) -> None:
+        item = self.item(row, 0)
+        if item is not None:
+            self.memory_activated.emit(int(item.text()))
+
+
+class SweepPreviewDialog(QtWidgets.QDialog):
+    """What the next sweep (or a sweep at a time-travel date) would do, decision by decision."""
+
+    memory_activated = Signal(int)
+
+    def __init__(self, report: Any, title: str, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("sweepPreviewDialog")
+        self.setWindowTitle(title)
+        self.report = report
+        decisions = list(report.decisions)
+        if decisions:
+            counts = ", ".join(f"{n} by {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
+            text = f"A sweep at {fmt.when(report.now)} would act on {fmt.plural(len(decisions), 'memory', 'memories')} ({counts}). Nothing has been changed."
+        else:
+            text = f"A sweep at {fmt.when(report.now)} would change nothing."
+        head = QtWidgets.QLabel(text)
+        head.setObjectName("sweepPreviewSummary")
+        head.setWordWrap(True)
+        self.table = DecisionTable(decisions)
+        self.table.memory_activated.connect(self.memory_activated)
+        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(head)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(buttons)
+        self.resize(820, 460)
+
+
+# --- time travel -----------------------------------------------------------------------------------------------
+
+
+class TimeTravelDialog(QtWidgets.QDialog):
+    """Pick a future date to preview the store at."""
+
+    def __init__(self, now: datetime, current: datetime | None, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("timeTravelDialog")
+        self.setWindowTitle("Preview the store at a later date")
+        start = current or now
+        self.edit = _name(QtWidgets.QDateTimeEdit(QtCore.QDateTime.fromSecsSinceEpoch(int(start.timestamp()))), "timeTravelDate", "Date")
+        self.edit.setCalendarPopup(True)
+        self.edit.setDisplayFormat("yyyy-MM-dd HH:mm")
+        self.edit.setMinimumDateTime(QtCore.QDateTime.fromSecsSinceEpoch(int(now.timestamp())))
+        note = QtWidgets.QLabel("The store is shown as it will be then: faded strengths, expired TTLs, and what a sweep would forget. Nothing is changed.")
+        note.setWordWrap(True)
+        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Ok | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addWidget(note)
+        layout.addWidget(self.edit)
+        layout.addWidget(buttons)
+
+    def value(self) -> datetime:
+        """The chosen moment (aware, UTC)."""
+        return datetime.fromtimestamp(self.edit.dateTime().toSecsSinceEpoch(), tz=timezone.utc)

@@ -1,0 +1,1518 @@
+"""The inspector's main window: sidebar, memory table, detail pane, audit log, sessions, and every action.
+
+All store work goes through :class:`gui.tasks.StoreReader` (reads) and :class:`gui.tasks.TaskRunner` (writes and
+long operations), so the window never waits on SQLite. After any write of its own, and whenever the live poll sees
+another process commit (``PRAGMA data_version``), :meth:`MainWindow.refresh_all` reloads counts, the visible rows and
+the open detail in place.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from core import demo
+from core.config import StoreSettings, default_store_path
+from core.errors import MemlensError, NotFound
+from core.llm import LLMConfig, LLMError
+from core.models import KNOWN_TYPES, Layer, Memory
+from core.store import MemoryStore
+from gui import format as fmt
+from gui import theme
+from gui.audit_view import AuditView
+from gui.consolidate_dialog import ConsolidateDialog
+from gui.delegates import SnippetDelegate, StrengthDelegate
+from gui.detail import DetailData, DetailPane, load_curve, load_detail
+from gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
+from gui.icons import icon
+from gui.memory_model import COLUMN_INDEX, COLUMNS, ID_ROLE, MemoryQuery, MemoryTableModel
+from gui.new_memory_dialog import NewMemoryDialog
+from gui.preferences import Preferences
+from gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
+from gui.scheduler import LifecycleScheduler
+from gui.sessions_view import SessionsView
+from gui.tasks import StoreReader, TaskContext, TaskRunner
+
+LAYERS = tuple(layer.value for layer in Layer)
+LAYER_LABELS = {"working": "Working", "episodic": "Episodic", "semantic": "Semantic", "procedural": "Procedural"}
+TRAVEL_CHOICES: tuple[tuple[str, timedelta | None], ...] = (
+    ("Now", None),
+    ("In 1 day", timedelta(days=1)),
+    ("In 1 week", timedelta(days=7)),
+    ("In 1 month", timedelta(days=30)),
+    ("In 3 months", timedelta(days=91)),
+    ("In 1 year", timedelta(days=365)),
+)
+#: Errors a person can act on: shown as a message. Anything else is a bug and is raised after the message.
+USER_ERRORS: tuple[type[BaseException], ...] = (MemlensError, LLMError, OSError)
+COMPARE_LIMIT = 8
+SEARCH_DEBOUNCE_MS = 300
+
+
+def utc_now() -> datetime:
+    """The real current time, aware."""
+    return datetime.now(timezone.utc)
+
+
+def forgotten_message(store: MemoryStore, memory_id: int) -> str:
+    """HTML saying when, by whom and why ``memory_id`` was erased, from the audit log (reader thread)."""
+    for entry in store.audit(target_id=memory_id, limit=100):
+        if "forget" in entry.operation or entry.operation.startswith("sweep"):
+            reason = entry.details.get("reason")
+            why = f" Reason: <i>{html.escape(str(reason))}</i>." if reason else " No reason was given."
+            rule = entry.details.get("rule")
+            if rule:
+                why += f" Sweep rule: {html.escape(str(rule))}."
+            return (
+                f"Memory #{memory_id} was forgotten on <b>{fmt.when(entry.at)}</b> by <b>{html.escape(entry.actor)}</b> "
+                f"({html.escape(entry.operation)}, audit entry #{entry.id}).{why} Its text is gone; the audit log keeps a hash of it."
+            )
+    return (
+        f"There is no memory #{memory_id}. The audit log has no forget entry naming it: it was never stored here, or "
+        "it was erased in a bulk operation whose entry records only a count."
+    )
+
+
+class Sidebar(QtWidgets.QWidget):
+    """The four layers with live counts, all memories, the audit log and sessions, plus the project filter."""
+
+    view_changed = Signal(str)  # "all", a layer name, "audit" or "sessions"
+    project_changed = Signal(object)  # str or None
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("sidebarPanel")
+        self.project = QtWidgets.QComboBox()
+        self.project.setObjectName("projectFilter")
+        self.project.setAccessibleName("Project filter")
+        self.project.addItem("All projects", "")
+        self.tree = QtWidgets.QTreeWidget()
+        self.tree.setObjectName("sidebar")
+        self.tree.setAccessibleName("Views")
+        self.tree.setColumnCount(2)
+        self.tree.setHeaderHidden(True)
+        self.tree.setRootIsDecorated(False)
+        self.tree.setIndentation(8)
+        self.tree.setIconSize(QtCore.QSize(18, 18))
+        self.items: dict[str, QtWidgets.QTreeWidgetItem] = {}
+        memories = self._group("MEMORIES")
+        self._add(memories, "all", "All memories", "all")
+        for layer in LAYERS:
+            self._add(memories, layer, LAYER_LABELS[layer], layer)
+        history = self._group("HISTORY")
+        self._add(history, "audit", "Audit log", "audit")
+        self._add(history, "sessions", "Sessions", "sessions")
+        self.tree.expandAll()
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        label = QtWidgets.QLabel("Project")
+        label.setBuddy(self.project)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 0, 6)
+        layout.addWidget(label)
+        layout.addWidget(self.project)
+        layout.addWidget(self.tree, 1)
+        self.tree.currentItemChanged.connect(self._current_changed)
+        self.project.currentIndexChanged.connect(lambda _i: self.project_changed.emit(self.current_project()))
+
+    def _group(self, title: str) -> QtWidgets.QTreeWidgetItem:
+        item = QtWidgets.QTreeWidgetItem([title, ""])
+        item.setData(0, QtCore.Qt.ItemDataRole.UserRole, "")  # never leave item data empty: see gui.qt
+        item.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
+        font = item.font(0)
+        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.8))
+        font.setBold(True)
+        item.setFont(0, font)
+        item.setForeground(0, self.palette().brush(QtGui.QPalette.ColorGroup.Disabled, QtGui.QPalette.ColorRole.WindowText))
+        self.tree.addTopLevelItem(item)
+        return item
+
+    def _add(self, parent: QtWidgets.QTreeWidgetItem, key: str, label: str, icon_name: str) -> None:
+        item = QtWidgets.QTreeWidgetItem([label, ""])
+        item.setData(0, QtCore.Qt.ItemDataRole.UserRole, key)
+        item.setIcon(0, icon(icon_name))
+        item.setTextAlignment(1, QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
+        parent.addChild(item)
+        self.items[key] = item
+
+    def _current_changed(self, current: QtWidgets.QTreeWidgetItem | None, _previous: QtWidgets.QTreeWidgetItem | None) -> None:
+        key = current.data(0, QtCore.Qt.ItemDataRole.UserRole) if current is not None else None
+        if isinstance(key, str):
+            self.view_changed.emit(key)
+
+    def current_view(self) -> str:
+        """The selected view's key."""
+        item = self.tree.currentItem()
+        key = item.data(0, QtCore.Qt.ItemDataRole.UserRole) if item is not None else None
+        return key if isinstance(key, str) else "semantic"
+
+    def select(self, key: str) -> None:
+        """Select a view by key."""
+        item = self.items.get(key)
+        if item is not None:
+            self.tree.setCurrentItem(item)
+
+    def current_project(self) -> str | None:
+        """The project chosen in the filter (None: all projects)."""
+        return str(self.project.currentData()) or None
+
+    def set_counts(self, counts: dict[str, int]) -> None:
+        """Show the latest, unexpired memories per layer."""
+        for layer in LAYERS:
+            self.items[layer].setText(1, f"{counts.get(layer, 0):,}")
+        self.items["all"].setText(1, f"{sum(counts.get(layer, 0) for layer in LAYERS):,}")
+
+    def count_text(self, key: str) -> str:
+        """The count shown beside a view."""
+        return self.items[key].text(1)
+
+    def set_projects(self, projects: list[str]) -> None:
+        """Offer these projects (keeps the current choice when it still exists)."""
+        current = self.current_project()
+        self.project.blockSignals(True)
+        self.project.clear()
+        self.project.addItem("All projects", "")
+        for name in projects:
+            self.project.addItem(name, name)
+        index = self.project.findData(current) if current else 0
+        self.project.setCurrentIndex(max(0, index))
+        self.project.blockSignals(False)
+        if current is not None and index < 0:
+            self.project_changed.emit(None)
+
+
+class EmptyState(QtWidgets.QWidget):
+    """Shown instead of the table when the store holds no memories at all."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("emptyState")
+        title = QtWidgets.QLabel("This store is empty")
+        title.setObjectName("emptyTitle")
+        text = QtWidgets.QLabel(
+            "Memories appear here as your agent works (hooks, the MCP server or the Python API write them), and the "
+            "view refreshes on its own. To look around first, load a demo: a few weeks of an agent's work across all "
+            "four layers, with version chains, decayed and expiring memories and an audit history."
+        )
+        text.setWordWrap(True)
+        text.setMaximumWidth(560)
+        self.demo_button = QtWidgets.QPushButton(icon("demo"), "Load demo data")
+        self.demo_button.setObjectName("loadDemoButton")
+        self.demo_button.setAccessibleName("Load demo data")
+        self.new_button = QtWidgets.QPushButton(icon("new"), "New memory…")
+        self.new_button.setObjectName("emptyNewButton")
+        self.new_button.setAccessibleName("New memory")
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setObjectName("demoProgress")
+        self.progress.setMaximumWidth(360)
+        self.progress.hide()
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.demo_button)
+        buttons.addWidget(self.new_button)
+        buttons.addStretch(1)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addStretch(1)
+        for widget in (title, text):
+            layout.addWidget(widget, 0, QtCore.Qt.AlignmentFlag.AlignHCenter)
+        layout.addSpacing(12)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress, 0, QtCore.Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(2)
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """The memlens inspector. ``clock`` gives "now" (tests and screenshots pass a fixed one)."""
+
+    store_opened = Signal(str)
+    counts_loaded = Signal(dict)
+    detail_shown = Signal(int)
+    write_finished = Signal(str)
+    sweep_finished = Signal(object)
+    sweep_previewed = Signal(object)
+    consolidate_finished = Signal(object)
+    time_travel_changed = Signal(object)
+    refreshed = Signal()
+    error_shown = Signal(str)
+
+    def __init__(self, settings: QtCore.QSettings, *, clock: Callable[[], datetime] = utc_now, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.settings = settings
+        self.clock = clock
+        self.prefs = Preferences.load(settings)
+        self.path: Path | None = None
+        self.reader: StoreReader | None = None
+        self.tasks = TaskRunner(None, self)
+        self.store_settings: StoreSettings | None = None
+        self.travel: datetime | None = None
+        self.travel_report: Any = None
+        self.last_sweep: Any = None
+        self.last_error: str | None = None
+        self.counts: dict[str, int] = {}
+        self.is_empty = False
+        self.dialog: QtWidgets.QDialog | None = None
+        self._data_version: int | None = None
+        self._poll_pending = False
+        self._pending_select: int | None = None
+        self._detail_id: int | None = None
+        self._closing = False
+
+        self.setWindowTitle("memlens")
+        self.setWindowIcon(QtGui.QIcon(str(Path(__file__).resolve().parent.parent / "resources" / "icons" / "app.svg")))
+        self._build_actions()
+        self._build_ui()
+        self._build_menus()
+        self._build_toolbar()
+        self._build_status()
+
+        self.scheduler = LifecycleScheduler(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000, self)
+        self.scheduler.strength_tick.connect(self.refresh_strengths)
+        self.scheduler.sweep_due.connect(self.run_sweep)
+        self.scheduler.countdown.connect(self._show_countdown)
+        self.scheduler.paused_changed.connect(self._paused_changed)
+        self.live_timer = QTimer(self)
+        self.live_timer.setObjectName("livePollTimer")
+        self.live_timer.setInterval(self.prefs.live_poll_ms)
+        self.live_timer.timeout.connect(self.poll_for_changes)
+        self.search_timer = QTimer(self)
+        self.search_timer.setObjectName("searchDebounce")
+        self.search_timer.setSingleShot(True)
+        self.search_timer.setInterval(SEARCH_DEBOUNCE_MS)
+        self.search_timer.timeout.connect(self.apply_query)
+        self.search_box.textChanged.connect(self.search_timer.start)
+        self.tasks.busy_changed.connect(lambda busy: self.busy_label.setText("Working…" if busy else ""))
+        self._restore_state()
+        self._set_store_actions(False)
+
+    # --- construction ----------------------------------------------------------------------------------------
+
+    def _action(self, name: str, text: str, icon_name: str | None, slot: Callable[..., Any], shortcut: Any = None, tip: str = "") -> QtGui.QAction:
+        action = QtGui.QAction(text, self)
+        action.setObjectName(name)
+        if icon_name:
+            action.setIcon(icon(icon_name))
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        if tip:
+            action.setToolTip(tip)
+            action.setStatusTip(tip)
+        action.triggered.connect(lambda _checked=False: slot())
+        self.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        K = QtGui.QKeySequence
+        self.act_new_store = self._action("actionNewStore", "&New Store…", "new", self.new_store_dialog, K("Ctrl+Shift+N"), "Create an empty store file")
+        self.act_open = self._action("actionOpen", "&Open Store…", "open", self.open_store_dialog, K.StandardKey.Open, "Open another store file")
+        self.act_import = self._action("actionImport", "&Import…", "import", self.import_dialog, None, "Import memories from a file")
+        self.act_export = self._action("actionExport", "&Export…", "export", self.export_dialog, None, "Export memories to a file")
+        self.act_settings = self._action("actionSettings", "&Settings…", "settings", self.settings_dialog, K("Ctrl+,"), "Timers, thresholds, decay rates, LLM, theme")
+        self.act_quit = self._action("actionQuit", "&Quit", None, self.close, K.StandardKey.Quit)
+        self.act_new_memory = self._action("actionNewMemory", "&New Memory…", "new", self.new_memory_dialog, K.StandardKey.New, "Write a memory and preview what it would supersede")
+        self.act_edit = self._action("actionEdit", "&Edit…", "edit", self.edit_dialog, K("Ctrl+E"), "Edit importance, tags and pinning")
+        self.act_pin = self._action("actionPin", "&Pin / Unpin", "pin", self.toggle_pin, K("Ctrl+P"), "Pinned memories are never swept")
+        self.act_forget = self._action("actionForget", "&Forget…", "forget", self.forget_selected, K(QtCore.Qt.Key.Key_Delete), "Erase the selected memories for good")
+        self.act_find = self._action("actionFind", "&Find", "search", self.focus_search, K.StandardKey.Find, "Search memories (full text)")
+        self.act_refresh = self._action("actionRefresh", "&Refresh", "refresh", self.refresh_all, K.StandardKey.Refresh, "Reload counts, rows and details")
+        self.act_refresh.setShortcuts([K(QtCore.Qt.Key.Key_F5)])
+        self.act_consolidate = self._action("actionConsolidate", "&Consolidate…", "consolidate", self.consolidate, K("Ctrl+Shift+C"), "Summarise sessions into episodes and episodes into knowledge")
+        self.act_sweep = self._action("actionSweepNow", "Run &Sweep Now", "sweep", self.sweep_now, K("Ctrl+Shift+S"), "Run the auto-forget sweep now")
+        self.act_sweep_preview = self._action("actionSweepPreview", "&Preview Next Sweep…", "preview", self.preview_sweep, None, "What the next sweep would forget (changes nothing)")
+        self.act_pause = self._action("actionPauseSweeps", "Pause &Automatic Sweeps", "pause", self.toggle_pause, None, "Pause or resume the automatic sweep timer")
+        self.act_pause.setCheckable(True)
+        self.act_travel = self._action("actionTimeTravel", "&Time Travel…", "time", self.time_travel_dialog, K("Ctrl+T"), "Preview the store at a later date (read-only)")
+        self.act_back_to_now = self._action("actionBackToNow", "&Back to Now", "back", lambda: self.set_time_travel(None), None, "Leave the time-travel preview")
+        self.act_demo = self._action("actionLoadDemo", "Load &Demo Data", "demo", self.load_demo, None, "Add a realistic demo of an agent's weeks of work")
+        self.act_about = self._action("actionAbout", "&About memlens", None, self.about)
+        self.view_actions: dict[str, QtGui.QAction] = {}
+        for n, key in enumerate((*LAYERS, "audit", "sessions"), start=1):
+            label = LAYER_LABELS.get(key, {"audit": "Audit Log", "sessions": "Sessions"}.get(key, key))
+            self.view_actions[key] = self._action(f"actionView_{key}", label, key, lambda k=key: self.sidebar.select(k), K(f"Ctrl+{n}"))
+        self.theme_actions = QtGui.QActionGroup(self)
+        for name in theme.THEMES:
+            act = QtGui.QAction(name.capitalize(), self, checkable=True)
+            act.setObjectName(f"actionTheme_{name}")
+            act.setChecked(name == self.prefs.theme)
+            act.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
+            self.theme_actions.addAction(act)
+
+    def _build_ui(self) -> None:
+        self.sidebar = Sidebar()
+        self.sidebar.view_changed.connect(self._view_changed)
+        self.sidebar.project_changed.connect(self._project_changed)
+
+        # Memory page: filters, table (or the empty state), detail.
+        self.search_box = QtWidgets.QLineEdit()
+        self.search_box.setObjectName("searchBox")
+        self.search_box.setAccessibleName("Search")
+        self.search_box.setPlaceholderText("Search memories (Ctrl+F)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.addAction(icon("search"), QtWidgets.QLineEdit.ActionPosition.LeadingPosition)
+        self.type_filter = QtWidgets.QComboBox()
+        self.type_filter.setObjectName("typeFilter")
+        self.type_filter.setAccessibleName("Type filter")
+        self.type_filter.addItem("All types", "")
+        for t in KNOWN_TYPES:
+            self.type_filter.addItem(t, t)
+        self.tags_filter = QtWidgets.QLineEdit()
+        self.tags_filter.setObjectName("tagsFilter")
+        self.tags_filter.setAccessibleName("Tags filter")
+        self.tags_filter.setPlaceholderText("tags")
+        self.tags_filter.setClearButtonEnabled(True)
+        self.tags_filter.setMaximumWidth(140)
+        self.all_versions = QtWidgets.QCheckBox("All versions")
+        self.all_versions.setObjectName("allVersionsFilter")
+        self.all_versions.setToolTip("Also show superseded versions (otherwise latest only)")
+        self.pinned_filter = QtWidgets.QCheckBox("Pinned")
+        self.pinned_filter.setObjectName("pinnedFilter")
+        self.expiring_filter = QtWidgets.QCheckBox("Expiring soon")
+        self.expiring_filter.setObjectName("expiringFilter")
+        self.expiring_filter.setToolTip("TTL runs out within 7 days")
+        self.count_label = QtWidgets.QLabel()
+        self.count_label.setObjectName("countLabel")
+        filters = QtWidgets.QHBoxLayout()
+        filters.addWidget(self.search_box, 3)
+        filters.addWidget(self.type_filter)
+        filters.addWidget(self.tags_filter, 1)
+        filters.addWidget(self.all_versions)
+        filters.addWidget(self.pinned_filter)
+        filters.addWidget(self.expiring_filter)
+        self.type_filter.currentIndexChanged.connect(self.apply_query)
+        self.tags_filter.editingFinished.connect(self.apply_query)
+        for box in (self.all_versions, self.pinned_filter, self.expiring_filter):
+            box.toggled.connect(self.apply_query)
+
+        self.model = MemoryTableModel(None, self.now, self)
+        self.model.pin_icon = icon("pin")
+        self.table = QtWidgets.QTableView()
+        self.table.setObjectName("memoryTable")
+        self.table.setAccessibleName("Memories")
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.setShowGrid(False)
+        self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideRight)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(26)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(COLUMN_INDEX["created"], QtCore.Qt.SortOrder.DescendingOrder)
+        self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._table_menu)
+        header = self.table.horizontalHeader()
+        header.setSectionsMovable(True)
+        header.setHighlightSections(False)
+        header.setSectionResizeMode(COLUMN_INDEX["title"], QtWidgets.QHeaderView.ResizeMode.Stretch)
+        widths = {"id": 46, "layer": 76, "type": 78, "project": 86, "strength": 86, "created": 98, "used": 80, "version": 40, "uses": 42, "importance": 44, "tags": 110, "expires": 76}
+        for key, width in widths.items():
+            self.table.setColumnWidth(COLUMN_INDEX[key], width)
+        for key in ("importance", "tags", "used"):
+            header.hideSection(COLUMN_INDEX[key])
+        header.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(self._header_menu)
+        self.strength_delegate = StrengthDelegate(self.table)
+        self.table.setItemDelegateForColumn(COLUMN_INDEX["strength"], self.strength_delegate)
+        self.table.setItemDelegateForColumn(COLUMN_INDEX["title"], SnippetDelegate(self.table))
+        self.table.selectionModel().currentRowChanged.connect(self._current_row_changed)
+        self.table.selectionModel().selectionChanged.connect(self._selection_changed)
+        self.model.counted.connect(self._update_count_label)
+        self.model.loaded.connect(self._model_loaded)
+        self.model.load_failed.connect(lambda message: self.show_error("Could not read memories", MemlensError(message)))
+
+        self.empty_state = EmptyState()
+        self.empty_state.demo_button.clicked.connect(self.load_demo)
+        self.empty_state.new_button.clicked.connect(self.new_memory_dialog)
+        self.table_stack = QtWidgets.QStackedWidget()
+        self.table_stack.setObjectName("tableStack")
+        self.table_stack.addWidget(self.table)
+        self.table_stack.addWidget(self.empty_state)
+
+        table_box = QtWidgets.QWidget()
+        table_layout = QtWidgets.QVBoxLayout(table_box)
+        table_layout.setContentsMargins(6, 6, 0, 0)
+        table_layout.addLayout(filters)
+        table_layout.addWidget(self.table_stack, 1)
+        table_layout.addWidget(self.count_label)
+
+        self.detail = DetailPane()
+        self.detail.link_activated.connect(self._link)
+        self.detail.edit_requested.connect(self.edit_dialog)
+        self.detail.pin_requested.connect(self._pin_from_detail)
+        self.detail.forget_requested.connect(self.forget_detail)
+        self.memory_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.memory_splitter.setObjectName("memorySplitter")
+        self.memory_splitter.addWidget(table_box)
+        self.memory_splitter.addWidget(self.detail)
+        self.memory_splitter.setStretchFactor(0, 3)
+        self.memory_splitter.setStretchFactor(1, 2)
+
+        self.audit_view = AuditView(None)
+        self.audit_view.target_activated.connect(self.go_to_memory)
+        self.sessions_view = SessionsView(None)
+        self.sessions_view.memory_activated.connect(self.go_to_memory)
+
+        self.pages = QtWidgets.QStackedWidget()
+        self.pages.setObjectName("pages")
+        self.pages.addWidget(self.memory_splitter)
+        self.pages.addWidget(self.audit_view)
+        self.pages.addWidget(self.sessions_view)
+
+        # Time-travel banner above the pages.
+        self.travel_banner = QtWidgets.QFrame()
+        self.travel_banner.setObjectName("timeTravelBanner")
+        self.travel_text = QtWidgets.QLabel()
+        self.travel_text.setObjectName("timeTravelText")
+        self.travel_text.setWordWrap(True)
+        self.travel_text.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.travel_list_button = QtWidgets.QPushButton("What would be forgotten…")
+        self.travel_list_button.setObjectName("timeTravelList")
+        self.travel_list_button.clicked.connect(self._show_travel_report)
+        self.travel_list_button.setEnabled(False)
+        back = QtWidgets.QPushButton(icon("back"), "Back to now")
+        back.setObjectName("timeTravelBack")
+        back.clicked.connect(lambda: self.set_time_travel(None))
+        banner_layout = QtWidgets.QHBoxLayout(self.travel_banner)
+        banner_layout.setContentsMargins(10, 6, 10, 6)
+        banner_layout.addWidget(icon_label("time"))
+        banner_layout.addWidget(self.travel_text, 1)
+        banner_layout.addWidget(self.travel_list_button)
+        banner_layout.addWidget(back)
+        self.travel_banner.hide()
+
+        right = QtWidgets.QWidget()
+        right_layout = QtWidgets.QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.setSpacing(4)
+        right_layout.addWidget(self.travel_banner)
+        right_layout.addWidget(self.pages, 1)
+
+        self.main_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        self.main_splitter.setObjectName("mainSplitter")
+        self.main_splitter.addWidget(self.sidebar)
+        self.main_splitter.addWidget(right)
+        self.main_splitter.setStretchFactor(1, 1)
+        self.main_splitter.setSizes([180, 1220])
+        self.setCentralWidget(self.main_splitter)
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        file_menu.addAction(self.act_new_store)
+        file_menu.addAction(self.act_open)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.recent_menu.setObjectName("recentMenu")
+        file_menu.addSeparator()
+        file_menu.addAction(self.act_import)
+        file_menu.addAction(self.act_export)
+        file_menu.addAction(self.act_demo)
+        file_menu.addSeparator()
+        file_menu.addAction(self.act_settings)
+        file_menu.addSeparator()
+        file_menu.addAction(self.act_quit)
+        edit_menu = bar.addMenu("&Edit")
+        for act in (self.act_new_memory, self.act_edit, self.act_pin, self.act_forget):
+            edit_menu.addAction(act)
+        edit_menu.addSeparator()
+        edit_menu.addAction(self.act_find)
+        view_menu = bar.addMenu("&View")
+        for act in self.view_actions.values():
+            view_menu.addAction(act)
+        view_menu.addSeparator()
+        view_menu.addAction(self.act_refresh)
+        view_menu.addAction(self.act_travel)
+        view_menu.addAction(self.act_back_to_now)
+        theme_menu = view_menu.addMenu("T&heme")
+        for act in self.theme_actions.actions():
+            theme_menu.addAction(act)
+        life = bar.addMenu("&Lifecycle")
+        for act in (self.act_consolidate, self.act_sweep, self.act_sweep_preview, self.act_pause):
+            life.addAction(act)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self.act_about)
+        self._fill_recent()
+
+    def _build_toolbar(self) -> None:
+        tb = self.addToolBar("Main")
+        tb.setObjectName("mainToolbar")
+        tb.setMovable(False)
+        tb.setIconSize(QtCore.QSize(20, 20))
+        tb.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        for act in (self.act_new_memory, self.act_forget):
+            tb.addAction(act)
+        tb.addSeparator()
+        for act in (self.act_consolidate, self.act_sweep, self.act_pause, self.act_sweep_preview):
+            tb.addAction(act)
+        tb.addSeparator()
+        self.travel_combo = QtWidgets.QComboBox()
+        self.travel_combo.setObjectName("timeTravel")
+        self.travel_combo.setAccessibleName("Time travel")
+        self.travel_combo.setToolTip("Preview the store at a later date (read-only)")
+        for label, delta in TRAVEL_CHOICES:
+            self.travel_combo.addItem(icon("time"), label, delta if delta is not None else "now")
+        self.travel_combo.addItem(icon("time"), "Pick a date…", "pick")
+        self.travel_combo.activated.connect(self._travel_chosen)
+        tb.addWidget(self.travel_combo)
+        tb.addSeparator()
+        tb.addAction(self.act_refresh)
+        tb.addAction(self.act_settings)
+
+    def _build_status(self) -> None:
+        status = self.statusBar()
+        status.setObjectName("statusBar")
+        self.busy_label = QtWidgets.QLabel()
+        self.busy_label.setObjectName("busyLabel")
+        self.live_label = QtWidgets.QLabel()
+        self.live_label.setObjectName("liveLabel")
+        self.countdown_label = QtWidgets.QLabel()
+        self.countdown_label.setObjectName("sweepCountdown")
+        self.countdown_label.setToolTip("Time to the next automatic sweep (Lifecycle menu: run now, pause, preview)")
+        status.addPermanentWidget(self.busy_label)
+        status.addPermanentWidget(self.live_label)
+        status.addPermanentWidget(self.countdown_label)
+
+    # --- state -------------------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The moment the window shows: the time-travel date when previewing, else the clock."""
+        return self.travel if self.travel is not None else self.clock()
+
+    def is_idle(self) -> bool:
+        """No read pending, no task running, no table loading (tests and the screenshot command wait for this)."""
+        if self.reader is not None and self.reader.pending():
+            return False
+        models = (self.model, self.audit_view.model, self.sessions_view.model)
+        return not self.tasks.is_busy() and not any(m.is_loading() for m in models)
+
+    def read_only(self) -> bool:
+        """True while previewing a later date (nothing may be written)."""
+        return self.travel is not None
+
+    def _set_store_actions(self, has_store: bool) -> None:
+        writable = has_store and not self.read_only()
+        for act in (self.act_new_memory, self.act_edit, self.act_pin, self.act_forget, self.act_consolidate, self.act_sweep, self.act_import, self.act_demo):
+            act.setEnabled(writable)
+        for act in (self.act_export, self.act_refresh, self.act_sweep_preview, self.act_travel, self.act_pause):
+            act.setEnabled(has_store)
+        self.act_back_to_now.setEnabled(self.read_only())
+        self.travel_combo.setEnabled(has_store)
+        self.empty_state.demo_button.setEnabled(writable)
+        self.empty_state.new_button.setEnabled(writable)
+        self.detail.set_read_only(not writable)
+
+    def _restore_state(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QtCore.QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 860)
+        state = self.settings.value("window/state")
+        if isinstance(state, QtCore.QByteArray):
+            self.restoreState(state)
+        for name, splitter in (("mainSplitter", self.main_splitter), ("memorySplitter", self.memory_splitter)):
+            value = self.settings.value(f"window/{name}")
+            if isinstance(value, QtCore.QByteArray):
+                splitter.restoreState(value)
+        header = self.settings.value("window/tableHeader")
+        if isinstance(header, QtCore.QByteArray):
+            self.table.horizontalHeader().restoreState(header)
+        if not isinstance(self.settings.value("window/memorySplitter"), QtCore.QByteArray):
+            self.memory_splitter.setSizes([820, 400])
+        view = self.settings.value("window/view")
+        self.sidebar.select(view if isinstance(view, str) and view in self.sidebar.items else "semantic")
+
+    def save_state(self) -> None:
+        """Remember geometry, toolbar/dock state, splitters, column layout, view and preferences."""
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.setValue("window/mainSplitter", self.main_splitter.saveState())
+        self.settings.setValue("window/memorySplitter", self.memory_splitter.saveState())
+        self.settings.setValue("window/tableHeader", self.table.horizontalHeader().saveState())
+        self.settings.setValue("window/view", self.sidebar.current_view())
+        self.prefs.save(self.settings)
+
+    # --- opening and closing stores ------------------------------------------------------------------------------
+
+    def open_store(self, path: str | Path, *, create: bool = True) -> None:
+        """Open (or create) the store at ``path`` in the background; on failure the current store stays open."""
+        target = Path(path).expanduser()
+
+        def probe(store: MemoryStore, _ctx: TaskContext) -> StoreSettings:
+            return store.settings
+
+        self.statusBar().showMessage(f"Opening {target}…")
+        self.tasks.start(
+            "open",
+            probe,
+            on_done=lambda settings: self._activate_store(target, settings),
+            on_error=lambda error: self.show_error(f"Cannot open {target.name}", error),
+            create=create,
+            path=target,
+        )
+
+    def _activate_store(self, path: Path, settings: StoreSettings) -> None:
+        self._close_store()
+        self.path = path
+        self.tasks.path = path
+        self.reader = StoreReader(path, self)
+        self.store_settings = settings
+        self.model.decay_config = settings.decay
+        self.strength_delegate.threshold = settings.decay.forget_threshold
+        self.model.set_reader(self.reader)
+        self.audit_view.model.set_reader(self.reader)
+        self.sessions_view.set_reader(self.reader)
+        self.detail.clear()
+        self._detail_id = None
+        self.prefs.add_recent(path)
+        self.prefs.save(self.settings)
+        self._fill_recent()
+        self.setWindowTitle(f"memlens - {path}")
+        self._set_store_actions(True)
+        self._data_version = None
+        self._poll_pending = False
+        # The first poll sets the baseline before anything is read, so a commit by another process after it is seen.
+        self.poll_for_changes()
+        self._view_changed(self.sidebar.current_view())
+        self.refresh_all()
+        self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
+        self.scheduler.start(paused=self.prefs.sweeps_paused)
+        self.live_timer.setInterval(self.prefs.live_poll_ms)
+        self.live_timer.start()
+        self.statusBar().showMessage(f"Opened {path}", 5000)
+        self.store_opened.emit(str(path))
+
+    def _close_store(self) -> None:
+        self.scheduler.stop()
+        self.live_timer.stop()
+        if self.reader is not None:
+            self.model.set_reader(None)
+            self.audit_view.model.set_reader(None)
+            self.sessions_view.set_reader(None)
+            self.reader.stop()
+            self.reader.deleteLater()
+            self.reader = None
+
+    def shutdown(self) -> None:
+        """Stop timers, wait for background work and close every connection (the window is closing)."""
+        if self._closing:
+            return
+        self._closing = True
+        self.search_timer.stop()
+        self.tasks.shutdown()
+        self._close_store()
+
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        self.save_state()
+        self.shutdown()
+        super().closeEvent(event)
+
+    def new_store_dialog(self) -> None:
+        """File > New Store: choose where, then create and open it."""
+        start = str(self.path.parent if self.path else default_store_path().parent)
+        name, _ = QtWidgets.QFileDialog.getSaveFileName(self, "New store", os.path.join(start, "memory.db"), "memlens stores (*.db);;All files (*)")
+        if name:
+            target = Path(name)
+            if target.exists():
+                self.show_error("Cannot create store", MemlensError(f"{target} already exists; use File > Open to open it."))
+                return
+            self.open_store(target, create=True)
+
+    def open_store_dialog(self) -> None:
+        """File > Open: choose an existing store."""
+        start = str(self.path.parent if self.path else default_store_path().parent)
+        name, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open store", start, "memlens stores (*.db);;All files (*)")
+        if name:
+            self.open_store(name, create=False)
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for n, path in enumerate(self.prefs.recent_files, start=1):
+            act = self.recent_menu.addAction(f"&{n} {path}")
+            act.setObjectName(f"recentFile{n}")
+            act.triggered.connect(lambda _c=False, p=path: self.open_store(p, create=False))
+        self.recent_menu.setEnabled(bool(self.prefs.recent_files))
+
+    # --- errors ------------------------------------------------------------------------------------------------
+
+    def show_error(self, title: str, error: BaseException | str) -> None:
+        """Tell the person what went wrong, in the error's own words; bugs are raised after the message."""
+        message = str(error)
+        if isinstance(error, BaseException) and not isinstance(error, USER_ERRORS):
+            message = f"Unexpected error ({type(error).__name__}): {error}"
+        self.last_error = message
+        self.statusBar().showMessage(message, 10000)
+        box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, title, message, QtWidgets.QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("errorMessage")
+        box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        self.error_shown.emit(message)
+        if isinstance(error, BaseException) and not isinstance(error, USER_ERRORS):
+            raise error
+
+    # --- views and queries -------------------------------------------------------------------------------------
+
+    def _view_changed(self, key: str) -> None:
+        if key == "audit":
+            self.pages.setCurrentWidget(self.audit_view)
+            if self.reader is not None:
+                self.audit_view.apply_filter()
+            return
+        if key == "sessions":
+            self.pages.setCurrentWidget(self.sessions_view)
+            if self.reader is not None:
+                self.sessions_view.model.set_project(self.sidebar.current_project())
+            return
+        self.pages.setCurrentWidget(self.memory_splitter)
+        self.table.horizontalHeader().setSectionHidden(COLUMN_INDEX["layer"], key != "all")
+        self.apply_query()
+
+    def _project_changed(self, _project: object) -> None:
+        self.refresh_counts()
+        self._view_changed(self.sidebar.current_view())
+
+    def current_query(self) -> MemoryQuery:
+        """The query the sidebar and filter bar describe (keeping the table's current order)."""
+        view = self.sidebar.current_view()
+        layer = view if view in LAYERS else None
+        tags = tuple(t.strip() for t in self.tags_filter.text().split(",") if t.strip())
+        type_ = str(self.type_filter.currentData())
+        return MemoryQuery(
+            layer=layer,
+            project=self.sidebar.current_project(),
+            types=(type_,) if type_ else (),
+            tags=tags,
+            latest_only=not self.all_versions.isChecked(),
+            pinned_only=self.pinned_filter.isChecked(),
+            expiring_soon=self.expiring_filter.isChecked(),
+            text=self.search_box.text().strip(),
+            order_by=self.model.query.order_by,
+            descending=self.model.query.descending,
+        )
+
+    def apply_query(self) -> None:
+        """Reload the table if the filters changed."""
+        self.search_timer.stop()
+        if self.reader is None:
+            return
+        query = self.current_query()
+        if query != self.model.query or (not self.model.rowCount() and not self.model.is_loading()):
+            self.model.set_query(query)
+
+    def focus_search(self) -> None:
+        """Ctrl+F: go to the memories and put the cursor in the search box."""
+        if self.pages.currentWidget() is not self.memory_splitter:
+            self.sidebar.select("all")
+        self.search_box.setFocus(QtCore.Qt.FocusReason.ShortcutFocusReason)
+        self.search_box.selectAll()
+
+    def _update_count_label(self, total: int) -> None:
+        loaded = self.model.rowCount()
+        if total < 0:
+            self.count_label.setText(f"{loaded:,} loaded")
+        elif self.model.query.text.strip():
+            limit = " (best matches)" if total >= self.model.SEARCH_LIMIT else ""
+            self.count_label.setText(f"{fmt.plural(total, 'match', 'matches')}{limit}")
+        else:
+            self.count_label.setText(f"{fmt.plural(total, 'memory', 'memories')}" + (f" · {loaded:,} loaded" if loaded < total else ""))
+
+    def _model_loaded(self) -> None:
+        if self.model.total is not None:
+            self._update_count_label(self.model.total)
+        if self._pending_select is not None:
+            row = self.model.row_of(self._pending_select)
+            if row >= 0:
+                self._pending_select = None
+                self.table.selectRow(row)
+                self.table.scrollTo(self.model.index(row, 0))
+
+    # --- selection and detail ----------------------------------------------------------------------------------
+
+    def selected_ids(self) -> list[int]:
+        """Ids of the selected memories, in table order."""
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        ids = [self.model.index(r, 0).data(ID_ROLE) for r in rows]
+        return [i for i in ids if isinstance(i, int)]
+
+    def _current_row_changed(self, current: QtCore.QModelIndex, _previous: QtCore.QModelIndex) -> None:
+        memory_id = current.data(ID_ROLE) if current.isValid() else None
+        if isinstance(memory_id, int):
+            self.show_memory(memory_id)
+
+    def _selection_changed(self, *_args: Any) -> None:
+        ids = self.selected_ids()
+        if len(ids) > 1:
+            self.statusBar().showMessage(f"{len(ids)} selected", 3000)
+            self._load_compare(ids[:COMPARE_LIMIT])
+
+    def show_memory(self, memory_id: int) -> None:
+        """Load and show one memory in the detail pane (a forgotten one shows when and why it went)."""
+        if self.reader is None:
+            return
+        self._detail_id = memory_id
+        now = self.now()
+        query_text = self.model.query.text
+
+        def loaded(data: DetailData) -> None:
+            compare = len(self.selected_ids()) > 1
+            self.detail.show_data(data, show_curve=not compare)
+            self.detail_shown.emit(data.memory.id)
+
+        def failed(error: BaseException) -> None:
+            if isinstance(error, NotFound):
+                self._show_forgotten(memory_id)
+            else:
+                self.show_error("Could not read the memory", error)
+
+        self.reader.submit("detail", lambda store: load_detail(store, memory_id, now, query_text), loaded, failed)
+
+    def _show_forgotten(self, memory_id: int) -> None:
+        if self.reader is None:
+            return
+
+        def shown(message: str) -> None:
+            self.detail.show_missing(memory_id, message)
+            self.detail_shown.emit(memory_id)
+
+        self.reader.submit("detail", lambda store: forgotten_message(store, memory_id), shown, lambda e: self.show_error("Could not read the audit log", e))
+
+    def _load_compare(self, ids: list[int]) -> None:
+        if self.reader is None:
+            return
+        now = self.now()
+
+        def curves(store: MemoryStore) -> list[Any]:
+            return [load_curve(store, m, now) for m in store.get_many(ids)]
+
+        def shown(result: list[Any]) -> None:
+            self.detail.chart.show_curves(result)
+
+        self.reader.submit("compare", curves, shown, lambda e: self.show_error("Could not compute strength curves", e))
+
+    def go_to_memory(self, memory_id: int) -> None:
+        """Show a memory from anywhere (an audit entry, a session, a link): switch to its layer and select it."""
+        if self.reader is None:
+            return
+
+        def found(memory: Memory) -> None:
+            view = self.sidebar.current_view()
+            if view not in ("all", memory.layer):
+                self.sidebar.select(memory.layer)
+            elif self.pages.currentWidget() is not self.memory_splitter:
+                self.sidebar.select(view)
+            if not memory.is_latest and not self.all_versions.isChecked():
+                self.all_versions.setChecked(True)
+            row = self.model.row_of(memory.id)
+            if row >= 0:
+                self.table.selectRow(row)
+                self.table.scrollTo(self.model.index(row, 0))
+            else:
+                self._pending_select = memory.id
+            self.show_memory(memory.id)
+
+        def missing(error: BaseException) -> None:
+            if isinstance(error, NotFound):
+                if self.pages.currentWidget() is not self.memory_splitter:
+                    self.sidebar.select("all")
+                self.table.clearSelection()
+                self._show_forgotten(memory_id)
+            else:
+                self.show_error("Could not read the memory", error)
+
+        self.reader.submit("goto", lambda store: store.get(memory_id), found, missing)
+
+    def _link(self, kind: str, value: str) -> None:
+        if kind == "memory" and value.isdigit():
+            if self.detail.tabs.currentIndex() == 1:
+                self.show_memory(int(value))  # a version click stays on the Versions tab
+            else:
+                self.go_to_memory(int(value))
+        elif kind == "session":
+            self.sidebar.select("sessions")
+            self.sessions_view.select_session(value)
+
+    def _header_menu(self, pos: QtCore.QPoint) -> None:
+        """Right-click on the header: show or hide columns."""
+        header = self.table.horizontalHeader()
+        menu = QtWidgets.QMenu(self)
+        for column in COLUMNS:
+            if column.key in ("title",):
+                continue
+            act = menu.addAction(column.header if column.header != "#" else "Id")
+            act.setCheckable(True)
+            section = COLUMN_INDEX[column.key]
+            act.setChecked(not header.isSectionHidden(section))
+            act.toggled.connect(lambda on, sec=section: header.setSectionHidden(sec, not on))
+        menu.popup(header.mapToGlobal(pos))
+
+    def _table_menu(self, pos: QtCore.QPoint) -> None:
+        menu = QtWidgets.QMenu(self)
+        for act in (self.act_edit, self.act_pin, self.act_forget):
+            menu.addAction(act)
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    # --- refreshing --------------------------------------------------------------------------------------------
+
+    def refresh_counts(self) -> None:
+        """Reload the sidebar's layer counts (and notice an empty store)."""
+        if self.reader is None:
+            return
+        project = self.sidebar.current_project()
+        now = self.now()
+
+        def counts(store: MemoryStore) -> tuple[dict[str, int], bool]:
+            result = store.layer_counts(project=project, now=now)
+            empty = False
+            if not any(result.values()) and project is None:
+                empty = store.count_memories(latest_only=False, include_expired=True, now=now) == 0
+            return result, empty
+
+        def shown(result: tuple[dict[str, int], bool]) -> None:
+            self.counts, self.is_empty = result
+            self.sidebar.set_counts(self.counts)
+            self.table_stack.setCurrentWidget(self.empty_state if self.is_empty else self.table)
+            self.counts_loaded.emit(self.counts)
+
+        self.reader.submit("counts", counts, shown, lambda e: self.show_error("Could not count memories", e))
+
+    def refresh_lists(self) -> None:
+        """Reload the project list, the audit operations and the store's settings."""
+        if self.reader is None:
+            return
+
+        def lists(store: MemoryStore) -> tuple[list[str], list[str], StoreSettings]:
+            return store.projects(), store.audit_operations(), store.reload_settings()
+
+        def shown(result: tuple[list[str], list[str], StoreSettings]) -> None:
+            projects, operations, settings = result
+            self.sidebar.set_projects(projects)
+            self.audit_view.set_operations(operations)
+            self.store_settings = settings
+            self.model.decay_config = settings.decay
+            self.strength_delegate.threshold = settings.decay.forget_threshold
+
+        self.reader.submit("lists", lists, shown, lambda e: self.show_error("Could not read the store", e))
+
+    def refresh_all(self) -> None:
+        """Reload counts, lists, the visible view's rows (in place) and the open detail."""
+        if self.reader is None:
+            return
+        self.refresh_lists()
+        self.refresh_counts()
+        page = self.pages.currentWidget()
+        if page is self.memory_splitter:
+            if self.model.rowCount() or self.model.is_loading():
+                self.model.refresh()
+            else:
+                self.model.reload()
+        elif page is self.audit_view:
+            self.audit_view.model.refresh()
+        elif page is self.sessions_view:
+            self.sessions_view.model.refresh()
+        if self._detail_id is not None:
+            self.show_memory(self._detail_id)
+        self.refreshed.emit()
+
+    def refresh_strengths(self) -> None:
+        """The strength timer: repaint strengths and relative times, recount (TTLs may have run out)."""
+        self.model.strengths_changed()
+        self.refresh_counts()
+        if self._detail_id is not None and self.pages.currentWidget() is self.memory_splitter:
+            self.show_memory(self._detail_id)
+
+    def poll_for_changes(self) -> None:
+        """The live view: if another connection committed since the last poll, refresh everything in place."""
+        if self.reader is None or self._poll_pending:
+            return
+        self._poll_pending = True
+
+        def version(store: MemoryStore) -> int:
+            return store.data_version()
+
+        def seen(value: int) -> None:
+            self._poll_pending = False
+            changed = self._data_version is not None and value != self._data_version
+            self._data_version = value
+            if changed:
+                self.live_label.setText(f"updated {fmt.when(self.clock())}")
+                self.refresh_all()
+
+        def failed(error: BaseException) -> None:
+            self._poll_pending = False
+            self.live_label.setText(f"live view paused: {error}")
+
+        self.reader.submit("poll", version, seen, failed)
+
+    # --- writes ------------------------------------------------------------------------------------------------
+
+    def _write(
+        self,
+        name: str,
+        fn: Callable[[MemoryStore, TaskContext], Any],
+        done: Callable[[Any], None],
+        title: str,
+        *,
+        on_error: Callable[[BaseException], None] | None = None,
+        on_progress: Callable[[int, int, str], None] | None = None,
+    ) -> None:
+        """Run a write in the background; afterwards refresh everything and emit ``write_finished(name)``."""
+        if self.path is None:
+            return
+        if self.read_only():
+            self.show_error(title, MemlensError("The store is shown at a later date (time travel) and is read-only; go back to now to change it."))
+            return
+
+        def finished(result: Any) -> None:
+            done(result)
+            self.refresh_all()
+            self.write_finished.emit(name)
+
+        def failed(error: BaseException) -> None:
+            if on_error is not None:
+                on_error(error)
+            else:
+                self.show_error(title, error)
+            self.refresh_all()
+
+        self.tasks.start(name, fn, on_done=finished, on_error=failed, on_progress=on_progress)
+
+    def _open_dialog(self, dialog: QtWidgets.QDialog) -> None:
+        self.dialog = dialog
+        dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.finished.connect(lambda _r: setattr(self, "dialog", None) if self.dialog is dialog else None)
+        dialog.open()
+
+    def forget_selected(self) -> None:
+        """Delete: confirm, then forget the selected memories (or the one in the detail pane)."""
+        ids = self.selected_ids() if self.pages.currentWidget() is self.memory_splitter else []
+        if not ids and self.detail.data is not None:
+            ids = [self.detail.data.memory.id]
+        if ids:
+            self.forget_ids(ids)
+
+    def forget_detail(self) -> None:
+        """The detail pane's Forget button."""
+        if self.detail.data is not None:
+            ids = self.selected_ids()
+            self.forget_ids(ids if self.detail.data.memory.id in ids else [self.detail.data.memory.id])
+
+    def forget_ids(self, ids: list[int]) -> None:
+        """Read what would be erased, then ask for confirmation (the dialog is ``self.dialog``)."""
+        if self.reader is None or self.read_only():
+            return
+
+        def plan(store: MemoryStore) -> ForgetPlan:
+            memories = store.get_many(ids)
+            chains = {m.id: [v.id for v in store.history(m.id) if v.id != m.id] for m in memories}
+            return ForgetPlan(memories, chains)
+
+        self.reader.submit("forget-plan", plan, self._confirm_forget, lambda e: self.show_error("Cannot forget", e))
+
+    def _confirm_forget(self, plan: ForgetPlan) -> None:
+        if not plan.memories:
+            self.show_error("Nothing to forget", MemlensError("The selected memories are already gone."))
+            return
+        dialog = ForgetDialog(plan, self)
+        ids = [m.id for m in plan.memories]
+
+        def accepted() -> None:
+            whole_chain, reason = dialog.values()
+            now = self.clock()
+            self._write(
+                "forget",
+                lambda store, _ctx: store.forget_many(ids, reason=reason, whole_chain=whole_chain, now=now),
+                lambda result: self.statusBar().showMessage(f"Forgot {fmt.plural(len(result.erased), 'memory version', 'memory versions')}.", 8000),
+                "Forget failed",
+            )
+
+        dialog.accepted.connect(accepted)
+        self._open_dialog(dialog)
+
+    def new_memory_dialog(self) -> None:
+        """Ctrl+N: the supersede-preview dialog, then store what the person chose."""
+        if self.reader is None or self.read_only():
+            return
+        projects = [self.sidebar.project.itemData(i) for i in range(1, self.sidebar.project.count())]
+        dialog = NewMemoryDialog(self.reader, self.clock, projects, self.sidebar.current_project(), self)
+
+        def accepted() -> None:
+            c = dialog.candidate()
+            now = self.clock()
+
+            def store_it(store: MemoryStore, _ctx: TaskContext) -> Memory:
+                return store.remember(c.content, type=c.type, project=c.project, tags=list(c.tags), origin="user", supersede=c.supersede, now=now)
+
+            def stored(memory: Memory) -> None:
+                what = f"as version {memory.version} of #{memory.parent_id}" if memory.parent_id else "as a new memory"
+                self.statusBar().showMessage(f"Stored #{memory.id} {what}.", 8000)
+                self.go_to_memory(memory.id)
+
+            self._write("remember", store_it, stored, "Could not store the memory")
+
+        dialog.accepted.connect(accepted)
+        self._open_dialog(dialog)
+
+    def _current_memory(self) -> Memory | None:
+        return self.detail.data.memory if self.detail.data is not None else None
+
+    def edit_dialog(self) -> None:
+        """Ctrl+E: edit the shown memory's importance, tags and pinning."""
+        memory = self._current_memory()
+        if memory is None or self.read_only():
+            return
+        dialog = EditDialog(memory, self)
+
+        def accepted() -> None:
+            changes = dialog.changes()
+            if changes:
+                self.update_memory(memory.id, changes)
+
+        dialog.accepted.connect(accepted)
+        self._open_dialog(dialog)
+
+    def update_memory(self, memory_id: int, changes: dict[str, Any]) -> None:
+        """Apply ``MemoryStore.update`` changes in the background."""
+        now = self.clock()
+
+        def edited(memory: Memory) -> None:
+            self.model.update_memory(memory)
+            self.statusBar().showMessage(f"Saved #{memory.id}.", 5000)
+
+        self._write("update", lambda store, _ctx: store.update(memory_id, now=now, **changes), edited, "Could not save the change")
+
+    def toggle_pin(self) -> None:
+        """Ctrl+P: pin or unpin the shown memory."""
+        memory = self._current_memory()
+        if memory is not None:
+            self.update_memory(memory.id, {"pinned": not memory.pinned})
+
+    def _pin_from_detail(self, pinned: bool) -> None:
+        memory = self._current_memory()
+        if memory is not None and memory.pinned != pinned:
+            self.update_memory(memory.id, {"pinned": pinned})
+
+    def load_demo(self) -> None:
+        """Write the demo (a few weeks of an agent's work) into this store, in the background."""
+        if self.path is None or self.read_only():
+            return
+        now = self.clock()
+        progress = self.empty_state.progress
+        progress.show()
+        progress.setRange(0, 0)
+        self.empty_state.demo_button.setEnabled(False)
+
+        def generate(store: MemoryStore, ctx: TaskContext) -> demo.DemoSummary:
+            return demo.generate(store, now=now, progress=lambda done, total: ctx.progress(done, total))
+
+        def step(done: int, total: int, _text: str) -> None:
+            if total:
+                progress.setRange(0, total)
+                progress.setValue(done)
+
+        def finished(summary: demo.DemoSummary) -> None:
+            progress.hide()
+            self.empty_state.demo_button.setEnabled(True)
+            self.statusBar().showMessage(f"Demo loaded: {summary.describe()}", 10000)
+            self.refresh_all()
+            self.write_finished.emit("demo")
+
+        def failed(error: BaseException) -> None:
+            progress.hide()
+            self.empty_state.demo_button.setEnabled(True)
+            self.show_error("Could not load the demo", error)
+
+        self.tasks.start("demo", generate, on_done=finished, on_error=failed, on_progress=step, actor="demo")
+
+    # --- lifecycle: sweep, consolidate, time travel -------------------------------------------------------------
+
+    def sweep_now(self) -> None:
+        """Lifecycle > Run Sweep Now (restarts the interval)."""
+        self.scheduler.run_now()
+
+    def run_sweep(self) -> None:
+        """Run the auto-forget sweep in the background (skipped while one runs or while time travelling)."""
+        if self.path is None or self.read_only() or self.tasks.running("sweep"):
+            return
+        now = self.clock()
+
+        def done(report: Any) -> None:
+            self.last_sweep = report
+            if report.decisions:
+                parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
+                self.statusBar().showMessage(f"Sweep acted on {fmt.plural(len(report.decisions), 'memory', 'memories')} ({parts}).", 10000)
+            else:
+                self.statusBar().showMessage("Sweep: nothing to forget.", 5000)
+            self.sweep_finished.emit(report)
+
+        self._write("sweep", lambda store, _ctx: store.sweep(now=now), done, "The sweep failed")
+
+    def preview_sweep(self) -> None:
+        """What the next automatic sweep would do, as a list (dry run: changes nothing)."""
+        if self.path is None:
+            return
+        seconds = self.scheduler.seconds_to_sweep()
+        when = self.now() + timedelta(seconds=max(0, seconds)) if not self.read_only() else self.now()
+
+        def shown(report: Any) -> None:
+            title = "Next sweep preview" if not self.read_only() else f"Sweep preview at {fmt.when(when)}"
+            dialog = SweepPreviewDialog(report, title, self)
+            dialog.memory_activated.connect(self.go_to_memory)
+            self._open_dialog(dialog)
+            self.sweep_previewed.emit(report)
+
+        self.tasks.start("sweep-preview", lambda store, _ctx: store.sweep(now=when, dry_run=True), on_done=shown,
+                         on_error=lambda e: self.show_error("Could not preview the sweep", e))
+
+    def toggle_pause(self) -> None:
+        """Pause or resume automatic sweeps."""
+        if self.scheduler.is_paused():
+            self.scheduler.resume()
+        else:
+            self.scheduler.pause()
+        self.prefs.sweeps_paused = self.scheduler.is_paused()
+        self.prefs.save(self.settings)
+
+    def _paused_changed(self, paused: bool) -> None:
+        self.act_pause.setChecked(paused)
+        self.act_pause.setIcon(icon("play" if paused else "pause"))
+        self.act_pause.setText("Resume &Automatic Sweeps" if paused else "Pause &Automatic Sweeps")
+
+    def _show_countdown(self, seconds: int) -> None:
+        if self.path is None:
+            self.countdown_label.setText("")
+        elif seconds < 0:
+            self.countdown_label.setText("Automatic sweeps paused")
+        else:
+            self.countdown_label.setText(f"Next sweep in {fmt.countdown(seconds)}")
+
+    def llm_config(self) -> tuple[LLMConfig | None, str]:
+        """The LLM endpoint from Settings (else the MEMLENS_LLM_* environment), and a sentence saying which is used."""
+        url, model = self.prefs.llm_base_url.strip(), self.prefs.llm_model.strip()
+        if url or model:
+            if not (url and model):
+                raise LLMError("The LLM is half configured: set both the endpoint and the model in Settings > LLM.")
+            key = os.environ.get("MEMLENS_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+            config: LLMConfig | None = LLMConfig(base_url=url.rstrip("/"), model=model, api_key=key)
+        else:
+            config = LLMConfig.from_env()
+            if config is None:
+                return None, "No LLM is configured (Settings > LLM): the built-in deterministic method will run."
+        assert config is not None
+        return config, f"Using the LLM {config.model} at {config.base_url}."
+
+    def consolidate(self) -> None:
+        """Run consolidation in the background with a progress dialog that can cancel it."""
+        if self.path is None or self.read_only():
+            return
+        if self.tasks.running("consolidate"):
+            if self.dialog is not None:
+                self.dialog.raise_()
+            return
+        try:
+            llm, note = self.llm_config()
+        except LLMError as error:
+            self.show_error("Cannot consolidate", error)
+            return
+        dialog = ConsolidateDialog(note, self)
+        dialog.memory_activated.connect(self.go_to_memory)
+        now = self.clock()
+
+        def run(store: MemoryStore, ctx: TaskContext) -> tuple[Any, dict[int, str]]:
+            report = store.consolidate(now=now, llm=llm, progress=ctx.progress, cancel=ctx.cancelled)
+            ids = [*report.episodes, *report.created, *report.reinforced, *report.superseded]
+            return report, {m.id: m.title for m in store.get_many(ids)}
+
+        def done(result: tuple[Any, dict[int, str]]) -> None:
+            report, titles = result
+            dialog.show_report(report, titles)
+            if report.error:
+                self.show_error("Consolidation failed", LLMError(report.error))
+            self.consolidate_finished.emit(report)
+
+        def failed(error: BaseException) -> None:
+            dialog.show_failure(str(error))
+            self.show_error("Consolidation failed", error)
+
+        def finished(result: tuple[Any, dict[int, str]]) -> None:
+            done(result)
+            self.refresh_all()
+
+        self._open_dialog(dialog)
+        handle = self.tasks.start("consolidate", run, on_done=finished, on_error=failed, on_progress=dialog.set_progress)
+        dialog.cancel_requested.connect(handle.cancel)
+
+    def _travel_chosen(self, index: int) -> None:
+        data = self.travel_combo.itemData(index)
+        if data == "pick":
+            self.time_travel_dialog()
+        elif isinstance(data, timedelta):
+            self.set_time_travel(self.clock() + data)
+        else:
+            self.set_time_travel(None)
+
+    def time_travel_dialog(self) -> None:
+        """Pick a date to preview the store at."""
+        if self.path is None:
+            return
+        dialog = TimeTravelDialog(self.clock(), self.travel, self)
+        dialog.accepted.connect(lambda: self.set_time_travel(dialog.value()))
+        dialog.rejected.connect(self._sync_travel_combo)
+        self._open_dialog(dialog)
+
+    def _sync_travel_combo(self) -> None:
+        self.travel_combo.blockSignals(True)
+        if self.travel is None:
+            self.travel_combo.setCurrentIndex(0)
+        else:
+            delta = self.travel - self.clock()
+            match = next((i for i, (_l, d) in enumerate(TRAVEL_CHOICES) if d is not None and abs((d - delta).total_seconds()) < 120), None)
+            self.travel_combo.setCurrentIndex(match if match is not None else self.travel_combo.count() - 1)
+        self.travel_combo.blockSignals(False)
+
+    def set_time_travel(self, when: datetime | None) -> None:
+        """Show the store as it will be at ``when`` (read-only), or back at now with None."""
+        if when is not None and when <= self.clock():
+            when = None
+        self.travel = when
+        self.travel_report = None
+        self._sync_travel_combo()
+        self._set_store_actions(self.path is not None)
+        if when is None:
+            self.travel_banner.hide()
+        else:
+            self.travel_text.setText(f"<b>Previewing {fmt.when(when)}</b> ({fmt.relative(when, self.clock())}), read-only. Working out what will have faded or expired…")
+            self.travel_list_button.setEnabled(False)
+            self.travel_banner.show()
+            self._preview_travel(when)
+        self.model.reload()
+        self.refresh_counts()
+        if self._detail_id is not None:
+            self.show_memory(self._detail_id)
+        self.time_travel_changed.emit(when)
+
+    def _preview_travel(self, when: datetime) -> None:
+        def shown(report: Any) -> None:
+            if self.travel != when:
+                return
+            self.travel_report = report
+            forget = [d for d in report.decisions if d.action == "forget"]
+            by_rule: dict[str, int] = {}
+            for d in report.decisions:
+                by_rule[d.rule] = by_rule.get(d.rule, 0) + 1
+            words = {"ttl": "expired", "weak": "faded below the threshold", "low_value": "old and low-value", "duplicate": "near-duplicates", "capacity": "over capacity"}
+            detail = ", ".join(f"{n} {words.get(rule, rule)}" for rule, n in by_rule.items())
+            summary = (
+                f"a sweep then would forget {fmt.plural(len(forget), 'memory', 'memories')}" + (f" ({detail})" if detail else "")
+                if report.decisions
+                else "a sweep then would forget nothing"
+            )
+            self.travel_text.setText(f"<b>Previewing {fmt.when(when)}</b> ({fmt.relative(when, self.clock())}), read-only: strengths, TTLs and counts as they will be; {summary}.")
+            self.travel_list_button.setEnabled(bool(report.decisions))
+
+        self.tasks.start("travel-preview", lambda store, _ctx: store.sweep(now=when, dry_run=True), on_done=shown,
+                         on_error=lambda e: self.show_error("Could not preview that date", e))
+
+    def _show_travel_report(self) -> None:
+        if self.travel_report is not None and self.travel is not None:
+            dialog = SweepPreviewDialog(self.travel_report, f"By {fmt.when(self.travel)}", self)
+            dialog.memory_activated.connect(self.go_to_memory)
+            self._open_dialog(dialog)
+
+    # --- settings, theme, import/export -----------------------------------------------------------------------
+
+    def settings_dialog(self) -> None:
+        """Edit timers, theme and LLM (kept per person) and the store's thresholds and decay rates."""
+        dialog = SettingsDialog(self.prefs, self.store_settings if self.path is not None else None, self)
+
+        def accepted() -> None:
+            self.apply_preferences(dialog.new_preferences())
+            changes = dialog.store_changes()
+            if changes and self.path is not None:
+                now = self.clock()
+                self._write("configure", lambda store, _ctx: store.configure(changes, now=now), self._settings_saved, "Could not change the store's settings")
+
+        dialog.accepted.connect(accepted)
+        self._open_dialog(dialog)
+
+    def _settings_saved(self, settings: StoreSettings) -> None:
+        self.store_settings = settings
+        self.model.decay_config = settings.decay
+        self.strength_delegate.threshold = settings.decay.forget_threshold
+        self.statusBar().showMessage("Store settings saved.", 5000)
+
+    def apply_preferences(self, prefs: Preferences) -> None:
+        """Use and persist new preferences (timer intervals apply at once)."""
+        theme_changed = prefs.theme != self.prefs.theme
+        self.prefs = prefs
+        self.prefs.save(self.settings)
+        self.scheduler.set_intervals(prefs.refresh_seconds * 1000, prefs.sweep_seconds * 1000)
+        self.live_timer.setInterval(prefs.live_poll_ms)
+        if theme_changed:
+            self.set_theme(prefs.theme)
+
+    def set_theme(self, name: str) -> None:
+        """Switch between the system, light and dark palettes (persisted)."""
+        app = QtWidgets.QApplication.instance()
+        if isinstance(app, QtWidgets.QApplication):
+            theme.apply(app, name)
+        self.prefs.theme = name
+        self.prefs.save(self.settings)
+        for act in self.theme_actions.actions():
+            act.setChecked(act.objectName() == f"actionTheme_{name}")
+        self._reload_icons()
+
+    def _reload_icons(self) -> None:
+        names = {
+            self.act_new_store: "new", self.act_open: "open", self.act_import: "import", self.act_export: "export",
+            self.act_settings: "settings", self.act_new_memory: "new", self.act_edit: "edit", self.act_pin: "pin",
+            self.act_forget: "forget", self.act_find: "search", self.act_refresh: "refresh", self.act_consolidate: "consolidate",
+            self.act_sweep: "sweep", self.act_sweep_preview: "preview", self.act_travel: "time", self.act_back_to_now: "back",
+            self.act_demo: "demo",
+        }
+        for act, name in names.items():
+            act.setIcon(icon(name))
+        self.act_pause.setIcon(icon("play" if self.scheduler.is_paused() else "pause"))
+        for key, act in self.view_actions.items():
+            act.setIcon(icon(key))
+        for key, item in self.sidebar.items.items():
+            item.setIcon(0, icon(key))
+        self.model.pin_icon = icon("pin")
+        for i in range(self.travel_combo.count()):
+            self.travel_combo.setItemIcon(i, icon("time"))
+        for button, name in ((self.detail.edit_button, "edit"), (self.detail.pin_button, "pin"), (self.detail.forget_button, "forget")):
+            button.setIcon(icon(name))
+
+    def import_dialog(self) -> None:
+        """File > Import."""
+        from gui.transfer import start_import
+
+        start_import(self)
+
+    def export_dialog(self) -> None:
+        """File > Export."""
+        from gui.transfer import start_export
+
+        start_export(self)
+
+    def about(self) -> None:
+        """Help > About."""
+        from core import __version__
+
+        QtWidgets.QMessageBox.about(
+            self,
+            "About memlens",
+            f"<b>memlens {__version__}</b><p>See, curate and forget what your AI agent remembers.</p><p>Store: {html.escape(str(self.path or 'none'))}</p>",
+        )
+
+
+def icon_label(name: str) -> QtWidgets.QLabel:
+    """A small label showing an icon."""
+    label = QtWidgets.QLabel()
+    label.setPixmap(icon(name).pixmap(20, 20))
+    return label

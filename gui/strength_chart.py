@@ -1,0 +1,253 @@
+"""The strength curve: past strength with recalls marked, projected decay to the forget threshold, TTL as a line.
+
+Several memories can share one chart (compare mode); each gets its own colour. The data comes from
+``MemoryStore.strength_curve`` and ``fades_at`` on the reader thread; this widget only draws.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.decay import StrengthCurve
+from core.models import Memory
+from gui import format as fmt
+from gui.qt import QtCharts, QtCore, QtGui, QtWidgets
+
+PALETTE = ("#2f6fb0", "#d9730d", "#2e9d5b", "#b5338a", "#7a5cc4", "#c0392b", "#1b8a99", "#8a6d1b")
+
+
+@dataclass(frozen=True)
+class CurveData:
+    """Everything needed to draw one memory's strength."""
+
+    memory: Memory
+    curve: StrengthCurve
+    fades_at: datetime | None
+    threshold: float
+    now: datetime
+
+
+def _ms(ts: float) -> float:
+    return ts * 1000.0
+
+
+class StrengthChart(QtWidgets.QWidget):
+    """A QtCharts view of one or several memories' strength over time."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("strengthChart")
+        self.chart = QtCharts.QChart()
+        self.chart.setAnimationOptions(QtCharts.QChart.AnimationOption.NoAnimation)
+        self.chart.legend().setAlignment(QtCore.Qt.AlignmentFlag.AlignBottom)
+        self.chart.setMargins(QtCore.QMargins(4, 4, 4, 4))
+        self.view = QtCharts.QChartView(self.chart)
+        self.view.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        self.view.setObjectName("strengthChartView")
+        self.view.setAccessibleName("Strength curve")
+        self.caption = QtWidgets.QLabel()
+        self.caption.setObjectName("strengthCaption")
+        self.caption.setWordWrap(True)
+        self.caption.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.caption)
+        self.curves: list[CurveData] = []
+        self.clear()
+
+    def clear(self, message: str = "Select a memory to see its strength over time.") -> None:
+        """Show nothing but ``message``."""
+        self.curves = []
+        self._reset_chart()
+        self.chart.setTitle("")
+        self.caption.setText(message)
+
+    def _reset_chart(self) -> None:
+        self.chart.removeAllSeries()
+        for axis in list(self.chart.axes()):
+            self.chart.removeAxis(axis)
+        self._apply_theme()
+
+    def _apply_theme(self) -> None:
+        pal = self.palette()
+        self.chart.setBackgroundBrush(pal.color(QtGui.QPalette.ColorRole.Base))
+        self.chart.setTitleBrush(pal.color(QtGui.QPalette.ColorRole.Text))
+        self.chart.legend().setLabelColor(pal.color(QtGui.QPalette.ColorRole.Text))
+
+    def show_curves(self, curves: list[CurveData]) -> None:
+        """Draw these memories' curves (one: full detail; several: compared on one chart)."""
+        self.curves = list(curves)
+        self._reset_chart()
+        if not curves:
+            self.caption.setText("No strength to show.")
+            return
+        text = self.palette().color(QtGui.QPalette.ColorRole.Text)
+        grid = self.palette().color(QtGui.QPalette.ColorRole.Mid)
+        x_axis = QtCharts.QDateTimeAxis()
+        x_axis.setFormat("MMM d")
+        x_axis.setTickCount(6)
+        x_axis.setLabelsColor(text)
+        x_axis.setGridLineColor(grid)
+        y_axis = QtCharts.QValueAxis()
+        y_axis.setRange(0.0, 1.0)
+        y_axis.setTickCount(6)
+        y_axis.setLabelFormat("%.1f")
+        y_axis.setTitleText("strength")
+        y_axis.setTitleBrush(text)
+        y_axis.setLabelsColor(text)
+        y_axis.setGridLineColor(grid)
+        self.chart.addAxis(x_axis, QtCore.Qt.AlignmentFlag.AlignBottom)
+        self.chart.addAxis(y_axis, QtCore.Qt.AlignmentFlag.AlignLeft)
+        single = len(curves) == 1
+        t_min = min(float(c.curve.times[0]) for c in curves)
+        t_max = max(float(c.curve.times[-1]) for c in curves)
+        notes: list[str] = []
+        for n, data in enumerate(curves):
+            color = QtGui.QColor(PALETTE[n % len(PALETTE)])
+            label = f"#{data.memory.id}" if not single else "strength"
+            self._add_curve(data, color, label, x_axis, y_axis, single)
+            notes.append(self._note(data, single, color))
+        threshold = curves[0].threshold
+        self._add_line([(t_min, threshold), (t_max, threshold)], QtGui.QColor("#c0392b"), f"threshold {threshold:.2f}", x_axis, y_axis, dashed=True)
+        now = curves[0].now.timestamp()
+        if t_min <= now <= t_max:
+            self._add_line([(now, 0.0), (now, 1.0)], grid.darker(130), "now", x_axis, y_axis, dashed=False, legend=False)
+        x_axis.setRange(QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(t_min))), QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(t_max))))
+        if (t_max - t_min) < 3 * 86400:
+            x_axis.setFormat("MMM d hh:mm")
+        self.chart.setTitle(f"#{curves[0].memory.id} {curves[0].memory.title}" if single else f"Comparing {len(curves)} memories")
+        # One memory: the series are explained in the caption (a legend would not fit a narrow pane).
+        self.chart.legend().setVisible(not single)
+        key = ""
+        if single:
+            main = PALETTE[0]
+            key = (
+                f"<span style='color:{main}'>━</span> past strength &nbsp; <span style='color:{main}'>╍</span> projected &nbsp; "
+                f"<span style='color:{main}'>●</span> recall &nbsp; <span style='color:#c0392b'>╍</span> forget threshold {threshold:.2f} &nbsp; "
+                "<span style='color:#c0392b'>■</span> crossing &nbsp; <span style='color:#8e44ad'>┆</span> TTL<br>"
+            )
+        self.caption.setText(key + "<br>".join(notes))
+
+    def _note(self, data: CurveData, single: bool, color: QtGui.QColor) -> str:
+        m = data.memory
+        prefix = "" if single else f"<span style='color:{color.name()}'>■</span> <b>#{m.id}</b> {html.escape(m.title[:60].rstrip())}: "
+        if m.pinned:
+            return prefix + "pinned - keeps its strength and is never swept."
+        if data.fades_at is None:
+            note = f"never falls below {data.threshold:.2f} by time alone"
+        elif data.fades_at <= data.now:
+            note = f"fell below {data.threshold:.2f} on {fmt.when(data.fades_at)}"
+        else:
+            note = f"falls below {data.threshold:.2f} on <b>{fmt.when(data.fades_at)}</b> ({fmt.relative(data.fades_at, data.now)}) unless recalled"
+        if m.forget_after is not None:
+            verb = "expired" if m.forget_after <= data.now else "expires"
+            note += f"; TTL {verb} {fmt.when(m.forget_after)}"
+        recalls = len(data.curve.access_times)
+        if recalls:
+            note += f"; {recalls} recall{'s' if recalls != 1 else ''} in view"
+        return prefix + note + "."
+
+    def _add_curve(
+        self,
+        data: CurveData,
+        color: QtGui.QColor,
+        label: str,
+        x_axis: QtCharts.QAbstractAxis,
+        y_axis: QtCharts.QAbstractAxis,
+        single: bool,
+    ) -> None:
+        curve = data.curve
+        past = QtCharts.QLineSeries()
+        future = QtCharts.QLineSeries()
+        past.setName(f"{label} (past)" if single else label)
+        future.setName("projected")
+        last_past: tuple[float, float] | None = None
+        for t, v, is_past in zip(curve.times.tolist(), curve.values.tolist(), curve.past.tolist(), strict=True):
+            point = QtCore.QPointF(_ms(t), v)
+            if is_past:
+                past.append(point)
+                last_past = (t, v)
+            else:
+                if last_past is not None and future.count() == 0:
+                    future.append(QtCore.QPointF(_ms(last_past[0]), last_past[1]))
+                future.append(point)
+        pen = QtGui.QPen(color, 2.2)
+        past.setPen(pen)
+        dashed = QtGui.QPen(color, 2.0)
+        dashed.setStyle(QtCore.Qt.PenStyle.DashLine)
+        future.setPen(dashed)
+        for series in (past, future):
+            if series.count():
+                self.chart.addSeries(series)
+                series.attachAxis(x_axis)
+                series.attachAxis(y_axis)
+        if not single and future.count():
+            self.chart.legend().markers(future)[0].setVisible(False)
+        if len(curve.access_times):
+            recalls = QtCharts.QScatterSeries()
+            recalls.setName("recalls" if single else f"{label} recalls")
+            recalls.setMarkerSize(9.0)
+            recalls.setColor(color)
+            recalls.setBorderColor(self.palette().color(QtGui.QPalette.ColorRole.Base))
+            for t, v in zip(curve.access_times.tolist(), curve.access_values.tolist(), strict=True):
+                recalls.append(QtCore.QPointF(_ms(t), v))
+            self.chart.addSeries(recalls)
+            recalls.attachAxis(x_axis)
+            recalls.attachAxis(y_axis)
+            if not single:
+                self.chart.legend().markers(recalls)[0].setVisible(False)
+        t_end = float(curve.times[-1])
+        if data.fades_at is not None and float(curve.times[0]) <= data.fades_at.timestamp() <= t_end:
+            cross = QtCharts.QScatterSeries()
+            cross.setName(f"fades {data.fades_at.astimezone():%b %d}")
+            cross.setMarkerShape(QtCharts.QScatterSeries.MarkerShape.MarkerShapeRectangle)
+            cross.setMarkerSize(10.0)
+            cross.setColor(QtGui.QColor("#c0392b"))
+            cross.append(QtCore.QPointF(_ms(data.fades_at.timestamp()), data.threshold))
+            self.chart.addSeries(cross)
+            cross.attachAxis(x_axis)
+            cross.attachAxis(y_axis)
+            if not single:
+                self.chart.legend().markers(cross)[0].setVisible(False)
+        ttl = data.memory.forget_after
+        if ttl is not None and float(curve.times[0]) <= ttl.timestamp() <= t_end:
+            self._add_line(
+                [(ttl.timestamp(), 0.0), (ttl.timestamp(), 1.0)], QtGui.QColor("#8e44ad") if single else color, f"TTL {ttl.astimezone():%b %d}",
+                x_axis, y_axis, dashed=True, legend=single,
+            )
+
+    def _add_line(
+        self,
+        points: list[tuple[float, float]],
+        color: QtGui.QColor,
+        name: str,
+        x_axis: QtCharts.QAbstractAxis,
+        y_axis: QtCharts.QAbstractAxis,
+        *,
+        dashed: bool,
+        legend: bool = True,
+    ) -> None:
+        series = QtCharts.QLineSeries()
+        series.setName(name)
+        for t, v in points:
+            series.append(QtCore.QPointF(_ms(t), v))
+        pen = QtGui.QPen(color, 1.4)
+        if dashed:
+            pen.setStyle(QtCore.Qt.PenStyle.DashLine)
+        series.setPen(pen)
+        self.chart.addSeries(series)
+        series.attachAxis(x_axis)
+        series.attachAxis(y_axis)
+        if not legend:
+            self.chart.legend().markers(series)[0].setVisible(False)
+
+    def changeEvent(self, event: QtCore.QEvent) -> None:
+        if event.type() == QtCore.QEvent.Type.PaletteChange:
+            if self.curves:
+                self.show_curves(self.curves)
+            else:
+                self._apply_theme()
+        super().changeEvent(event)
