@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SRC := $(wildcard core gui)
 
-.PHONY: app test check lint typecheck screenshots bench locomo system-deps clean
+.PHONY: app test lint typecheck screenshots bench locomo system-deps clean
 
 $(STAMP): pyproject.toml
 	bash .ci/system-deps
@@ -25,6 +25,19 @@ test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest
 	$(VENV)/bin/ruff check $(SRC) tests
 	$(VENV)/bin/mypy $(SRC)
+
+## Render the main views to PNG (offscreen) into resources/screenshots/.
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshots resources/screenshots
+
+## Speed benchmarks against same-process baselines (see README, "Benchmarks").
+bench: $(STAMP)
+	$(PY) -m core.bench
+
+## Retrieval quality on LoCoMo (the data is not in the repository; LOCOMO points at it).
+LOCOMO ?= ../shared/data/locomo/locomo-dev.json
+locomo: $(STAMP)
+	$(PY) -m core.eval.locomo --data $(LOCOMO)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(SRC) tests

@@ -129,10 +129,13 @@ def _context(store: MemoryStore, memory: Memory, now: datetime) -> str:
             rel = max(successors, key=lambda r: r.created_at)
             sim = f" (similarity {rel.score:.2f})" if rel.score is not None else ""
             newer = store.get(rel.src_id) if store.exists(rel.src_id) else None
-            if newer is not None and newer.parent_id == memory.id:
-                parts.append(f"Superseded by #{rel.src_id} on {rel.created_at:%Y-%m-%d}{sim}; kept as version {memory.version}, out of search.")
+            if newer is not None and rel.created_at > newer.created_at:
+                # Linked after the newer memory was written: the sweep found the pair, remember() did not.
+                parts.append(
+                    f"Marked a near-duplicate of #{rel.src_id} by the sweep on {rel.created_at:%Y-%m-%d}{sim}; kept as its previous version, out of search."
+                )
             else:
-                parts.append(f"Marked a near-duplicate of #{rel.src_id} by the sweep on {rel.created_at:%Y-%m-%d}{sim}; kept, out of search.")
+                parts.append(f"Superseded by #{rel.src_id} on {rel.created_at:%Y-%m-%d}{sim}; kept as version {memory.version}, out of search.")
         else:
             parts.append("Not the latest version of its chain, so it is out of search.")
     sources = store.sources_of(memory.id)
@@ -159,7 +162,7 @@ def _newer_duplicate(store: MemoryStore, memory: Memory, now: datetime) -> tuple
             continue
         if other.created_at > cutoff or not set(other.tags) & set(memory.tags):
             continue
-        if (other.created_at, other.id) <= (memory.created_at, memory.id):
+        if (other.created_at, other.id) <= (memory.created_at, memory.id) or not sweep_rules.stands_alone(store.conn, other.id):
             continue
         sim = jaccard(tokens, similarity_tokens(other.content))
         if sim > settings.duplicate_threshold and (best is None or (sim, other.id) > best):

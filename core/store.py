@@ -8,6 +8,7 @@ logical change; every time-dependent call takes ``now`` (an aware datetime; the 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import math
 import re
@@ -1000,12 +1001,12 @@ class MemoryStore:
 
     def sources_of(self, memory_id: int) -> list[int]:
         """Ids of the memories this one was derived from (consolidation, archives)."""
-        rows = self.conn.execute("SELECT dst_id FROM relations WHERE src_id = ? AND kind = 'derives' ORDER BY dst_id", (memory_id,))
+        rows = self.conn.execute("SELECT dst_id FROM relations WHERE src_id = ? AND kind = 'derives' ORDER BY dst_id", (_check_id(memory_id),))
         return [r[0] for r in rows]
 
     def access_times(self, memory_id: int) -> list[datetime]:
         """When the memory was recalled, oldest first."""
-        rows = self.conn.execute("SELECT at FROM access_log WHERE memory_id = ? ORDER BY at", (memory_id,))
+        rows = self.conn.execute("SELECT at FROM access_log WHERE memory_id = ? ORDER BY at", (_check_id(memory_id),))
         return [utc_from_ts(r[0]) for r in rows]  # type: ignore[misc]
 
     def find_by_source(self, source_ref: str) -> Memory | None:
@@ -1222,7 +1223,7 @@ class MemoryStore:
                 # Between AND and OR: OR over the selective terms only. A word found in thousands of memories
                 # has a low idf and rarely decides the top hits, but ranking every one of its matches is what
                 # makes an OR query slow on a large store; it joins the query only if the rest finds too little.
-                common_at = 5000
+                common_at = 2000
                 selective = [
                     t
                     for t in terms
@@ -1268,7 +1269,11 @@ class MemoryStore:
         cfg = self._settings.decay
         ts_now = ts_from_dt(now)
         ranked: list[tuple[float, float, int, Sequence[Any], float, float, float]] = []
-        for row, bm25, relevance in found.values():
+        kth_best = -math.inf
+        best_scores: list[float] = []  # a min-heap of the `limit` best scores so far
+        for row, bm25, relevance in sorted(found.values(), key=lambda c: -c[2]):
+            if (1.0 - bias) * relevance + bias < kth_best:
+                break  # even a perfect retention score could not lift this one (or any after it) into the results
             # Scored from the raw row; only the returned hits become Memory objects (with snippets).
             retention = decay.composite_score_at(
                 content=row[4], importance=row[8], last_accessed=row[13], access_count=row[14], now=ts_now, config=cfg
@@ -1279,6 +1284,11 @@ class MemoryStore:
                 penalty = 0.5 * score
                 score -= penalty
             ranked.append((score, bm25, row[0], row, relevance, retention, penalty))
+            heapq.heappush(best_scores, score)
+            if len(best_scores) > limit:
+                heapq.heappop(best_scores)
+            if len(best_scores) == limit:
+                kth_best = best_scores[0]
         ranked.sort(key=lambda r: (-r[0], r[1], -r[2]))
         hits: list[Hit] = []
         for score, bm25, _id, row, relevance, retention, penalty in ranked[:limit]:
@@ -1287,29 +1297,34 @@ class MemoryStore:
         return hits
 
     def _fts_rows(self, expression: str, where: list[str], params: list[Any], pool: int, raw: bool) -> list[Any]:
-        # Rank inside FTS5 first and join only the best few hundred to `memories`: joining every match before
-        # the ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million).
-        # Filters (latest only, unexpired, layer, project) can drop ranked rows, so when fewer than `pool`
-        # survive and the ranked window was full, the query runs again over every match.
-        ranked = f"SELECT rowid, bm25(memory_fts, {_BM25_WEIGHTS}) AS score FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score"
-        window = pool * 8
-        sql = f"SELECT {_M_COLUMNS}, f.score FROM ({ranked} LIMIT ?) f JOIN memories m ON m.id = f.rowid"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY f.score LIMIT ?"
+        # Rank inside FTS5 first and read only the best few rows of `memories`: joining every match before the
+        # ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million). Filters
+        # (latest only, unexpired, layer, project) can drop ranked rows, so when fewer than `pool` survive and the
+        # ranked window was full, the query runs again over every match.
+        window = pool + pool // 5 + 1  # room for a few rows the filters drop
+        ranked_sql = f"SELECT rowid, bm25(memory_fts, {_BM25_WEIGHTS}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+        filters = (" AND " + " AND ".join(where)) if where else ""
         try:
-            rows = list(self.conn.execute(sql, [expression, window, *params, pool]).fetchall())
-            if len(rows) < pool:
-                matched = self.conn.execute(f"SELECT COUNT(*) FROM ({ranked} LIMIT ?)", [expression, window + 1]).fetchone()[0]
-                if matched > window:
-                    rows = list(self.conn.execute(sql, [expression, -1, *params, pool]).fetchall())
-            return rows
+            ranked = self.conn.execute(ranked_sql, (expression, window + 1)).fetchall()
+            if not ranked:
+                return []
+            score = dict(ranked[:window])
+            marks = ",".join("?" * len(score))
+            rows = self.conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE m.id IN ({marks}){filters}", [*score, *params]).fetchall()
+            if len(rows) < pool and len(ranked) > window:
+                sql = (
+                    f"SELECT {_M_COLUMNS}, f.score FROM (SELECT rowid, bm25(memory_fts, {_BM25_WEIGHTS}) AS score FROM memory_fts "
+                    f"WHERE memory_fts MATCH ?) f JOIN memories m ON m.id = f.rowid WHERE 1{filters} ORDER BY f.score LIMIT ?"
+                )
+                return list(self.conn.execute(sql, [expression, *params, pool]).fetchall())
         except db.sqlite.OperationalError as exc:
             err = db.classify(exc, self.path)
             # Any other complaint about a raw query ("unterminated string", "unknown special query") is the query's.
             if raw and not isinstance(err, StoreEnvironmentError):
                 raise QueryError(f"not a valid FTS5 query: {exc}") from None
             raise err from exc
+        # Best first, ties to the lower id as FTS5 returns them; each row carries its bm25 last.
+        return sorted(((*row, score[row[0]]) for row in rows), key=lambda r: (r[-1], r[0]))[:pool]
 
     def preview_supersede(
         self, content: str, *, project: str | None = None, type: str = "fact", layer: str | None = None, now: datetime | None = None

@@ -12,8 +12,9 @@ One sweep applies five rules, in this order; a memory gets at most one decision,
     forgotten.
 ``duplicate``
     two *latest* memories of the same layer, with compatible projects, sharing a tag, whose word sets have Jaccard
-    similarity above ``duplicate_threshold``: the older one is marked not latest (kept, out of search), with a
-    ``supersedes`` relation from the newer one.
+    similarity above ``duplicate_threshold``: the older one is marked not latest (kept, out of search) and the newer
+    one becomes the next version of its chain, with a ``supersedes`` relation, so every chain keeps exactly one
+    latest version. Only a newer memory that is a chain of its own (see :func:`stands_alone`) can take that place.
 ``capacity``
     when the store still holds more latest memories than ``capacity``, the lowest composite retention scores go
     first: short ones are forgotten, long ones (more than :data:`ARCHIVE_MIN_CHARS` characters) are folded into one
@@ -414,12 +415,22 @@ def _duplicate_links(
             if sim <= threshold:
                 continue
             older, newer = sorted((subject, other), key=lambda m: (m.created_at, m.id))
-            if older.pinned:
+            if older.pinned or not stands_alone(conn, newer.id):
                 continue
             best = links.get(older.id)
             if best is None or (sim, newer.id) > (best.similarity, best.newer_id):
                 links[older.id] = DuplicateLink(older.id, newer.id, sim)
     return links, new_state
+
+
+def stands_alone(conn: Connection, memory_id: int) -> bool:
+    """Whether a memory is a chain of its own (a first version nothing superseded). Only such a memory can take
+    a near-duplicate's place: it becomes the next version of the duplicate's chain, so every chain keeps exactly
+    one latest version (a memory with a history of its own has a place in its chain already)."""
+    row = conn.execute("SELECT chain_id FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None or row[0] != memory_id:
+        return False
+    return conn.execute("SELECT COUNT(*) FROM memories WHERE chain_id = ?", (memory_id,)).fetchone()[0] == 1
 
 
 def _changed_since(conn: Connection, after_audit_id: int, through_audit_id: int) -> list[int]:
@@ -500,7 +511,7 @@ def _duplicate_decision(conn: Connection, link: DuplicateLink, settings: StoreSe
         "mark_not_latest",
         {"similarity": round(link.similarity, 6), "threshold": settings.duplicate_threshold, "newer_id": float(link.newer_id)},
         f"a near-duplicate of the newer #{link.newer_id} (similarity {link.similarity:.2f}, above "
-        f"{settings.duplicate_threshold:g}, sharing a tag): marked not latest, kept out of search",
+        f"{settings.duplicate_threshold:g}, sharing a tag): kept as the previous version of #{link.newer_id}, out of search",
         title,
     )
 
@@ -694,8 +705,9 @@ def _still_due(conn: Connection, p: SweepPlan, d: SweepDecision, settings: Store
     if d.rule == "low_value":
         return low_value_decision(d.memory_id, title, layer, created, importance, settings, now_ts) is not None
     if d.rule == "duplicate":
-        newer = conn.execute("SELECT is_latest FROM memories WHERE id = ?", (p.duplicates[d.memory_id].newer_id,)).fetchone()
-        return bool(is_latest) and newer is not None and bool(newer[0])
+        newer_id = p.duplicates[d.memory_id].newer_id
+        newer = conn.execute("SELECT is_latest FROM memories WHERE id = ?", (newer_id,)).fetchone()
+        return bool(is_latest) and newer is not None and bool(newer[0]) and stands_alone(conn, newer_id)
     return bool(is_latest)  # capacity
 
 
@@ -750,8 +762,14 @@ def _apply_batch(
         details: dict[str, Any] = {"rule": d.rule, "action": d.action, "numbers": d.numbers}
         if d.action == "mark_not_latest":
             link = p.duplicates[d.memory_id]
-            content = conn.execute("SELECT content FROM memories WHERE id = ?", (d.memory_id,)).fetchone()[0]
+            content, version, chain_id = conn.execute("SELECT content, version, chain_id FROM memories WHERE id = ?", (d.memory_id,)).fetchone()
             conn.execute("UPDATE memories SET is_latest = 0, updated_at = ? WHERE id = ?", (ts, d.memory_id))
+            # The newer memory takes the duplicate's place as the next version of its chain, as remember() would
+            # have made it had it seen the pair.
+            conn.execute(
+                "UPDATE memories SET chain_id = ?, version = ?, parent_id = ?, supersedes = ?, supersede_similarity = ?, updated_at = ? WHERE id = ?",
+                (chain_id, version + 1, d.memory_id, json.dumps([d.memory_id]), link.similarity, ts, link.newer_id),
+            )
             supersede.unindex_latest(conn, d.memory_id, similarity_tokens(content))
             store._relate(conn, link.newer_id, d.memory_id, "supersedes", ts, link.similarity)
             store._audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "reason": d.reason}, now)

@@ -195,13 +195,16 @@ class EmptyState(QtWidgets.QWidget):
         self.setObjectName("emptyState")
         title = QtWidgets.QLabel("This store is empty")
         title.setObjectName("emptyTitle")
+        # Lines broken by hand rather than word-wrapped: a wrapped label centred in a layout is given the height
+        # of fewer lines than it needs once the style sheet's font applies, and its last line is clipped.
         text = QtWidgets.QLabel(
-            "Memories appear here as your agent works (hooks, the MCP server or the Python API write them), and the "
-            "view refreshes on its own. To look around first, load a demo: a few weeks of an agent's work across all "
-            "four layers, with version chains, decayed and expiring memories and an audit history."
+            "Memories appear here as your agent works: hooks, the MCP server\n"
+            "or the Python API write them, and this view refreshes on its own.\n"
+            "To look around first, load a demo: a few weeks of an agent's work\n"
+            "across all four layers, with version chains, decayed and expiring\n"
+            "memories and an audit history."
         )
-        text.setWordWrap(True)
-        text.setMaximumWidth(560)
+        text.setAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
         self.demo_button = QtWidgets.QPushButton(icon("demo"), "Load demo data")
         self.demo_button.setObjectName("loadDemoButton")
         self.demo_button.setAccessibleName("Load demo data")
@@ -674,13 +677,18 @@ class MainWindow(QtWidgets.QMainWindow):
         self.prefs.save(self.settings)
         self._fill_recent()
         self.setWindowTitle(f"memlens - {path}")
+        now = QtCore.QDateTime.fromSecsSinceEpoch(int(self.clock().timestamp()))
+        self.audit_view.since.setDateTime(now.addDays(-7))
+        self.audit_view.until.setDateTime(now)
         self._set_store_actions(True)
         self._data_version = None
         self._poll_pending = False
         # The first poll sets the baseline before anything is read, so a commit by another process after it is seen.
         self.poll_for_changes()
+        # The visible rows first (the reader works in order), then the counts and lists around them.
         self._view_changed(self.sidebar.current_view())
-        self.refresh_all()
+        self.refresh_counts()
+        self.refresh_lists()
         self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
         self.scheduler.start(paused=self.prefs.sweeps_paused)
         self.live_timer.setInterval(self.prefs.live_poll_ms)

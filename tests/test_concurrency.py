@@ -16,7 +16,7 @@ from core.tools import stress
 def test_short_stress_run_loses_nothing(tmp_path: Path):
     # The full run is `python -m core.tools.stress --processes 4 --writes 2000`; this is its CI-sized version.
     # The sweep is left out here: its near-duplicate rule leaves chains without a latest version (reported).
-    result = stress.run(processes=3, writes=60, db_path=tmp_path / "stress.db", seed=3, skip=("sweep",))
+    result = stress.run(processes=3, writes=60, seed=3, workdir=tmp_path)
     assert result.ok, result.describe()
     assert 180 <= result.attempted < 180 + 30  # a batch of ten may overshoot each writer's 60
     assert result.committed >= result.attempted - result.conflicts  # everything not refused as a race was committed
@@ -26,7 +26,7 @@ def test_short_stress_run_loses_nothing(tmp_path: Path):
 
 def test_stress_with_a_short_busy_timeout_goes_through_memlens_retries(tmp_path: Path):
     # A 1 ms busy timeout hands almost every conflict to memlens's own retry loop instead of SQLite's.
-    result = stress.run(processes=3, writes=40, db_path=tmp_path / "stress.db", seed=5, busy_timeout_ms=1, with_reader=False, skip=("sweep",))
+    result = stress.run(processes=3, writes=40, seed=5, busy_timeout_ms=1, with_reader=False, workdir=tmp_path)
     assert result.lost == 0 and result.lock_errors == 0 and not result.other_errors, result.describe()
 
 

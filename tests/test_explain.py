@@ -80,7 +80,7 @@ def test_superseded_and_duplicate(store: MemoryStore, t0):
     )
     store.sweep(now=t0 + 3 * HOUR)
     assert store.explain(older, now=t0 + 4 * HOUR).endswith(
-        f"Marked a near-duplicate of #{newer} by the sweep on 2026-01-05 (similarity 1.00); kept, out of search."
+        f"Marked a near-duplicate of #{newer} by the sweep on 2026-01-05 (similarity 1.00); kept as its previous version, out of search."
     )
 
 

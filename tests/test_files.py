@@ -199,7 +199,8 @@ def test_read_only_file_reads_and_refuses_writes_clearly(capsys, tmp_path: Path,
         assert run_cli(capsys, path, ["search", "memory"])[0] == 0
         code, err = run_cli(capsys, path, ["remember", "this cannot be stored"])
         assert code == 1 and err == f"memlens: {path} cannot be written (read-only file or folder)\n"
-        code, err = run_cli(capsys, path, ["doctor", "--repair"])
+        code, err = run_cli(capsys, path, ["doctor", "--repair"])  # the copy's mode is 644: there is something to repair
+        assert code == 1 and "nothing was repaired" in err and err.count("\n") == 1, err
     assert digest(path) == before
 
 

@@ -471,7 +471,9 @@ def test_sweep_preview_pause_resume_and_run_now(qtbot, make_window, decayed_path
 
 def test_strength_timer_repaints(qtbot, make_window, decayed_path):
     window = make_window(decayed_path)
-    with qtbot.waitSignal(window.counts_loaded, timeout=10000):
+    assert window.findChild(QtCore.QTimer, "strengthRefreshTimer").interval() == 60_000
+    # A short interval: the timer ticks, strengths are repainted and the counts reloaded (TTLs may have run out).
+    with qtbot.waitSignals([window.scheduler.strength_tick, window.counts_loaded], order="strict", timeout=10000):
         window.scheduler.set_intervals(100, 3_600_000)
 
 
@@ -619,6 +621,19 @@ def test_errors_are_clear_messages_and_nothing_is_lost(qtbot, make_window, demo_
     with qtbot.waitSignal(window.error_shown, timeout=10000) as blocker:
         window.open_store(newer, create=False)
     assert "newer memlens" in blocker.args[0]
+
+    corrupt = tmp_path / "corrupt.db"
+    with MemoryStore.open(corrupt) as store:
+        store.remember("a fact that will be damaged")
+    data = bytearray(corrupt.read_bytes())
+    for i in range(100, len(data), 7):
+        data[i] = 0xAB
+    corrupt.write_bytes(bytes(data))
+    with qtbot.waitSignal(window.error_shown, timeout=10000) as blocker:
+        window.open_store(corrupt, create=False)
+    assert "is damaged" in blocker.args[0]
+    assert corrupt.read_bytes() == bytes(data)  # refused without writing
+    assert window.path == demo_path
 
 
 def test_locked_store_write_is_reported(qtbot, make_window, demo_path, monkeypatch):

@@ -125,6 +125,24 @@ def test_near_duplicates_sharing_a_tag_hide_the_older_one(store: MemoryStore, t0
     entries = [e for e in store.audit(operation="sweep") if e.details.get("rule") == "duplicate"]
     assert len(entries) == 1 and set(entries[0].target_ids) == {older, newer} and entries[0].details["numbers"] == d.numbers
     assert store.sweep(now=t0 + 4 * HOUR).decisions == []  # done once
+    # The newer memory took the older one's place in its chain: one chain, exactly one latest version.
+    assert [m.id for m in store.history(newer)] == [older, newer]
+    moved = store.get(newer)
+    assert (moved.version, moved.parent_id, moved.chain_id, moved.supersedes) == (2, older, older, (older,))
+
+
+def test_a_newer_duplicate_with_a_history_of_its_own_does_not_hide_the_older(store: MemoryStore, t0):
+    text = "The staging database listens on port 5433 behind the bastion host in the Frankfurt region for all services"
+    first = store.remember(text, tags=["db"], now=t0)
+    second = store.remember(text + " now", tags=["db"], now=t0 + HOUR)
+    assert second.parent_id == first.id
+    # A bulk load (no supersede check) adds an older near-duplicate of the chain's latest version.
+    (older,) = _import(store, [{"content": text, "tags": ["db"], "created_at": t0 - HOUR}], t0)
+    report = store.sweep(now=t0 + 3 * HOUR)
+    assert [d for d in report.decisions if d.rule == "duplicate"] == []
+    assert store.get(older).is_latest
+    rows = store.conn.execute("SELECT chain_id, SUM(is_latest) FROM memories GROUP BY chain_id").fetchall()
+    assert all(n == 1 for _, n in rows)
 
 
 def test_near_duplicates_need_a_shared_tag_same_layer_compatible_project_and_high_similarity(store: MemoryStore, t0):

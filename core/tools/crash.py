@@ -334,7 +334,7 @@ class CrashTally:
                 lines.append(f"  note: {op} run to completion itself leaves: {'; '.join(found)}")
         for op, ref in self.references.items():
             if len(ref) > 1:
-                lines.append(f"  note: {op} commits in {len(ref)} transactions here (each checked whole or absent)")
+                lines.append(f"  note: {op} commits in {len(ref)} transactions here; a kill between them leaves the earlier ones applied")
         for o in self.outcomes:
             if o.state == "partial" or not o.healthy or not o.opened:
                 lines.append(f"  run {o.run} ({o.op}, {o.kind} kill at {o.point:g}): {o.state}; {'; '.join(o.problems)}")
@@ -343,10 +343,12 @@ class CrashTally:
 
 
 def run(*, runs: int = 20, size: int = 3000, seed: int = 1, operations: list[str] | None = None, workdir: Path | None = None) -> CrashTally:
-    """Run the crash campaign and return the tally."""
+    """Run the crash campaign and return the tally. The copies live in ``workdir`` (default: a temporary folder,
+    removed after a passing campaign; a failing run's copy is kept and named in the tally)."""
     from core import MemoryStore
 
     rng = random.Random(seed)
+    own_workdir = workdir is None
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="memlens-crash-"))
     work.mkdir(parents=True, exist_ok=True)
     ops = operations or available_operations()
@@ -429,7 +431,7 @@ def run(*, runs: int = 20, size: int = 3000, seed: int = 1, operations: list[str
                 Path(f"{target}{suffix}").unlink(missing_ok=True)
 
     count = {op: sum(1 for o in outcomes if o.op == op) for op in ops}
-    return CrashTally(
+    tally = CrashTally(
         runs=runs,
         killed=sum(1 for o in outcomes if o.killed),
         finished=sum(1 for o in outcomes if not o.killed),
@@ -444,6 +446,9 @@ def run(*, runs: int = 20, size: int = 3000, seed: int = 1, operations: list[str
         reference_findings={op: sorted(r.findings_after - findings_before) for op, r in references.items()},
         references={op: r.boundaries for op, r in references.items()},
     )
+    if own_workdir and tally.ok:
+        shutil.rmtree(work, ignore_errors=True)  # a failing campaign keeps its copies for inspection
+    return tally
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ import argparse
 import json
 import multiprocessing
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -247,6 +248,7 @@ class StressResult:
     slowest: dict[str, float]
     seconds: float
     lost_ids: list[int] = field(default_factory=list)
+    workdir: str | None = None  # where the store and the logs were kept (a failing run, or a folder given)
 
     @property
     def ok(self) -> bool:
@@ -278,6 +280,10 @@ class StressResult:
         ]
         for err in self.other_errors[:10]:
             lines.append(f"  error: {err}")
+        if self.lost_ids:
+            lines.append(f"  lost ids: {', '.join(map(str, self.lost_ids))}")
+        if self.workdir:
+            lines.append(f"  store and logs: {self.workdir}")
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines)
 
@@ -292,12 +298,16 @@ def run(
     with_maintainer: bool = True,
     with_reader: bool = True,
     skip: tuple[str, ...] = (),
+    workdir: str | Path | None = None,
 ) -> StressResult:
-    """Run the stress test and check the store; ``db_path`` defaults to a fresh file in a temporary folder."""
+    """Run the stress test and check the store; ``db_path`` defaults to a fresh file in ``workdir``, which holds
+    the processes' logs and defaults to a temporary folder (removed after a passing run, kept after a failing one)."""
     from core import MemoryStore
     from core.maintenance import doctor
 
-    workdir = Path(tempfile.mkdtemp(prefix="memlens-stress-"))
+    own_workdir = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="memlens-stress-")) if workdir is None else Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
     path = str(Path(db_path) if db_path else workdir / "stress.db")
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
@@ -351,7 +361,7 @@ def run(
     writers = [s for s in stats if s.role.startswith("writer")]
     other_errors = [e for s in stats for e in s.errors if "locked" not in e.lower()]
     other_errors += [f"process exited with code {p.exitcode}" for p in dead]
-    return StressResult(
+    result = StressResult(
         processes=processes,
         writes_per_process=writes,
         attempted=sum(s.attempted for s in writers),
@@ -377,6 +387,11 @@ def run(
         seconds=seconds,
         lost_ids=lost_ids[:50],
     )
+    if own_workdir and result.ok:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        result.workdir = str(workdir)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
