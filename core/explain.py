@@ -147,8 +147,11 @@ def _context(store: MemoryStore, memory: Memory, now: datetime) -> str:
     return " ".join(parts)
 
 
-def _newer_duplicate(store: MemoryStore, memory: Memory, now: datetime) -> tuple[int, float] | None:
-    """The newer near-duplicate (id, similarity) that hides this memory at the next sweep, if any."""
+def _newer_duplicate(store: MemoryStore, memory: Memory, now: datetime, *, contested: bool = True) -> tuple[int, float] | None:
+    """The newer near-duplicate (id, similarity) that hides this memory at the next sweep, if any.
+
+    A newer memory takes one older one only (see :func:`core.sweep.dedupe_by_newer`): with ``contested`` the other
+    older memories whose best match is the same newer one are weighed too, and this one must win."""
     settings = store.settings
     if not memory.is_latest or not memory.tags or memory.pinned:
         return None
@@ -167,7 +170,17 @@ def _newer_duplicate(store: MemoryStore, memory: Memory, now: datetime) -> tuple
         sim = jaccard(tokens, similarity_tokens(other.content))
         if sim > settings.duplicate_threshold and (best is None or (sim, other.id) > best):
             best = (sim, other.id)
-    return (best[1], best[0]) if best else None
+    if best is None:
+        return None
+    sim, newer_id = best
+    if contested:
+        newer = store.get(newer_id)
+        rivals = sweep_rules._similar_candidates(store.conn, similarity_tokens(newer.content), settings.duplicate_threshold)
+        for rival in store.get_many(sorted(rivals - {memory.id, newer_id})):
+            link = _newer_duplicate(store, rival, now, contested=False)
+            if link is not None and link[0] == newer_id and (link[1], rival.id) > (sim, memory.id):
+                return None
+    return (newer_id, sim)
 
 
 def _explain_gone(store: MemoryStore, memory_id: int) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten")
+REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
 
 _V1 = [
@@ -190,4 +190,23 @@ _V2 = [
     "CREATE INDEX forgotten_by_source ON forgotten(source_ref) WHERE source_ref IS NOT NULL",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
+# Version 3: optional embedding vectors for search (see core/embeddings.py), one per memory, float32 little-endian.
+# Forgetting a memory deletes its vector by the cascade; a vector whose text changed in place is dropped, not reused.
+_V3 = [
+    """
+    CREATE TABLE memory_vectors (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+        model     TEXT NOT NULL,
+        dim       INTEGER NOT NULL CHECK (dim > 0),
+        vector    BLOB NOT NULL
+    )
+    """,
+    "CREATE INDEX memory_vectors_by_model ON memory_vectors(model, dim)",
+    """
+    CREATE TRIGGER memory_vectors_stale AFTER UPDATE OF title, content ON memories BEGIN
+        DELETE FROM memory_vectors WHERE memory_id = new.id;
+    END
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from core.consolidate import ConsolidationReport
+    from core.embeddings import EmbeddingClient
     from core.llm import LLMConfig
     from core.sweep import SweepReport
 
@@ -163,10 +164,17 @@ class Hit:
     retention: float
     bm25: float
     context_penalty: float = 0.0
+    #: True when bm25 was fused with vector search (reciprocal rank fusion); ``vector_rank`` is then the memory's
+    #: 1-based place among the nearest vectors, None when it was not among them.
+    fused: bool = False
+    vector_rank: int | None = None
 
     def explain(self) -> str:
         """The score in words."""
         text = f"bm25 {self.bm25:.3f} -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
+        if self.fused:
+            place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
+            text += f" (relevance from reciprocal rank fusion of bm25 and embeddings, k=60; {place})"
         if self.context_penalty:
             text += f" (demoted by {self.context_penalty:.2f}: none of the query's context tags)"
         return text
@@ -181,6 +189,7 @@ class Hit:
             "retention": round(self.retention, 6),
             "bm25": round(self.bm25, 6),
             "explanation": self.explain(),
+            **({"vector_rank": self.vector_rank} if self.fused else {}),
         }
 
 
@@ -1116,6 +1125,55 @@ class MemoryStore:
         rows = self.conn.execute(sql, [*params, _check_count(limit, "limit"), _check_count(offset, "offset")]).fetchall()
         return [_row_to_memory(r) for r in rows]
 
+    def list_ids(
+        self,
+        *,
+        layers: Iterable[str] | None = None,
+        types: Iterable[str] | None = None,
+        project: str | None = None,
+        session_id: str | None = None,
+        tags: Iterable[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        latest_only: bool = True,
+        include_expired: bool = False,
+        pinned: bool | None = None,
+        expiring_before: datetime | None = None,
+        order_by: str = "created_at",
+        descending: bool = True,
+        now: datetime | None = None,
+    ) -> list[int]:
+        """The ids of every memory matching the filters (as :meth:`list_memories`), in ``order_by`` order, ties by id.
+
+        One query reading ids only (a million ids take a few MB), for views that page through the rows themselves
+        with :meth:`get_many`. Besides the :meth:`list_memories` orders, ``order_by`` may be ``"layer"`` or
+        ``"tags"`` (the memory's tags joined in name order).
+        """
+        now = _now(now)
+        orders = {**_SORTABLE, "layer": "m.layer", "tags": "(SELECT group_concat(t.tag, ', ') FROM memory_tags t WHERE t.memory_id = m.id)"}
+        if order_by not in orders:
+            raise InvalidInput(f"order_by must be one of {', '.join(sorted(orders))}")
+        where, params = self._filter_sql(
+            layers=layers,
+            types=types,
+            project=project,
+            session_id=session_id,
+            tags=tags,
+            since=since,
+            until=until,
+            latest_only=latest_only,
+            include_expired=include_expired,
+            pinned=pinned,
+            expiring_before=expiring_before,
+            now=now,
+        )
+        direction = "DESC" if descending else "ASC"
+        sql = "SELECT m.id FROM memories m"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY {orders[order_by]} {direction}, m.id {direction}"
+        return [r[0] for r in self.conn.execute(sql, params)]
+
     def count_memories(
         self,
         *,
@@ -1180,12 +1238,21 @@ class MemoryStore:
         rank_bias: float | None = None,
         raw: bool = False,
         now: datetime | None = None,
+        semantic: bool | None = None,
+        embedder: EmbeddingClient | None = None,
     ) -> list[Hit]:
         """Full-text search, best first. Any text is a valid query; ``raw=True`` passes FTS5 syntax through.
 
         Ranking has two stages: bm25 candidates (all terms first, any term when that finds too little), then
         ``(1 - bias) * relevance + bias * retention score``. Memories lacking every ``context_tags`` tag are
         demoted. By default only latest, unexpired memories are searched. Searching is not use.
+
+        Optional embeddings (off by default): with an ``embedder``, or ``semantic=True`` and ``MEMLENS_EMBED_*``
+        configured, the query is embedded and the 50 nearest stored vectors (cosine; see :meth:`embed_pending`)
+        among memories passing the same filters join the bm25 candidates by reciprocal rank fusion (k=60) before the
+        retention stage; ``semantic=False`` turns it off even with an embedder, and raw queries never use it. This
+        is a full pass over the stored vectors (linear in their number). If the endpoint fails, search returns the
+        bm25 results without raising, also with an explicitly given embedder (a warning goes to the log).
         """
         now = _now(now)
         if not isinstance(query, str):
@@ -1236,13 +1303,18 @@ class MemoryStore:
                     rows = self._fts_rows(match_expression(selective, "OR"), where, params, pool, raw) or rows
                 if len(rows) < limit:
                     rows = self._fts_rows(match_expression(terms, "OR"), where, params, pool, raw) or rows
+        # Optional embeddings: relevance becomes the reciprocal rank fusion of bm25 and vector ranks (see docstring).
+        fused: dict[int, float] = {}
+        vector_rank: dict[int, int] = {}
+        if not raw and semantic is not False and (embedder is not None or semantic) and query.strip():
+            rows, fused, vector_rank = self._fused_candidates(query, rows, where, params, pool, embedder)
         if not rows:
             return []
         best = min(r[-1] for r in rows)
         # id -> (row, bm25, relevance); relevance is bm25 normalised to the best hit (1.0 for the best).
         found: dict[int, tuple[Sequence[Any], float, float]] = {}
         for row in rows:
-            found[row[0]] = (row[:-1], row[-1], row[-1] / best if best < 0 else 0.0)
+            found[row[0]] = (row[:-1], row[-1], fused[row[0]] if fused else row[-1] / best if best < 0 else 0.0)
         # Neighbouring memories of a session as context. A session is a sequence (a conversation, an agent's tool
         # calls); what was recorded right after a strong hit (the reply to a question, the outcome of a call)
         # often answers the query without sharing its words, and the memory before it sets it up. A neighbour
@@ -1265,6 +1337,21 @@ class MemoryStore:
                     found[neighbour[0]] = (neighbour, 0.0, weight * rel)
                 elif weight * rel > known[2]:
                     found[neighbour[0]] = (known[0], known[1], weight * rel)
+        # Sessions as documents, memories as their passages: a session in which several memories match is about
+        # the query, so each memory gets a share of its session's summed relevance (a memory without a session
+        # is a document of its own). Relevance is then normalised to the best candidate again.
+        session_weight = 0.3
+        session_sum: dict[tuple[str, Any], float] = {}
+        for row in rows:
+            key = ("s", row[6]) if row[6] is not None else ("m", row[0])
+            session_sum[key] = session_sum.get(key, 0.0) + found[row[0]][2]
+        top_session = max(session_sum.values(), default=0.0)
+        if top_session > 0.0:
+            for mid, (row, bm25, rel) in list(found.items()):
+                key = ("s", row[6]) if row[6] is not None else ("m", row[0])
+                found[mid] = (row, bm25, rel + session_weight * session_sum.get(key, 0.0) / top_session)
+            top_relevance = max(c[2] for c in found.values())
+            found = {mid: (row, bm25, rel / top_relevance) for mid, (row, bm25, rel) in found.items()}
         context = set(_check_tags(context_tags))
         cfg = self._settings.decay
         ts_now = ts_from_dt(now)
@@ -1293,7 +1380,9 @@ class MemoryStore:
         hits: list[Hit] = []
         for score, bm25, _id, row, relevance, retention, penalty in ranked[:limit]:
             memory = _row_to_memory(row)
-            hits.append(Hit(memory, score, make_snippet(memory.content, terms), relevance, retention, bm25, penalty))
+            hits.append(
+                Hit(memory, score, make_snippet(memory.content, terms), relevance, retention, bm25, penalty, bool(fused), vector_rank.get(_id))
+            )
         return hits
 
     def _fts_rows(self, expression: str, where: list[str], params: list[Any], pool: int, raw: bool) -> list[Any]:
@@ -2427,6 +2516,172 @@ class MemoryStore:
         from core.consolidate import run as run_consolidation
 
         return run_consolidation(self, now=_now(now), llm=llm, progress=progress, cancel=cancel)
+
+    # embeddings (optional; core/embeddings.py) -------------------------------------------------------------------
+
+    def embed_pending(
+        self,
+        client: EmbeddingClient,
+        *,
+        batch: int = 64,
+        limit: int | None = None,
+        progress: Progress | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Embed the latest memories that have no vector from ``client.model`` yet and store the vectors; returns
+        how many were stored (a rerun after success stores 0).
+
+        The endpoint is called outside any write transaction; each batch of ``batch`` texts is written in one short
+        transaction, so an interrupted run keeps the batches already stored and a rerun continues from there. A
+        memory forgotten or changed while its batch was at the endpoint is skipped. ``limit`` caps how many are
+        embedded; ``progress(done, total)`` is called after each batch. One audit entry per call (operation
+        ``embed``: the model, dimension and counts, never text). Raises ``EmbeddingError`` when the endpoint fails or
+        answers wrongly; the failing batch writes nothing.
+        """
+        from core.embeddings import EmbeddingError, vector_to_blob
+
+        now = _now(now)
+        if self.readonly:
+            raise InvalidInput("this store is open read-only")
+        size = max(1, min(_check_count(batch, "batch"), 10_000))
+        cap = None if limit is None else _check_count(limit, "limit")
+        model = client.model
+        pending = (
+            "FROM memories m WHERE m.is_latest = 1 AND NOT EXISTS "
+            "(SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id AND v.model = ?)"
+        )
+        total = int(self.conn.execute(f"SELECT COUNT(*) {pending}", (model,)).fetchone()[0])
+        if cap is not None:
+            total = min(total, cap)
+        done = stored = 0
+        dim: int | None = None
+        last_id = 0
+        try:
+            while done < total:
+                rows = self.conn.execute(
+                    f"SELECT m.id, m.content, m.content_hash {pending} AND m.id > ? ORDER BY m.id LIMIT ?",
+                    (model, last_id, min(size, total - done)),
+                ).fetchall()
+                if not rows:
+                    break
+                last_id = rows[-1][0]
+                vectors = client.embed([r[1] for r in rows])  # outside the write lock: the endpoint may be slow
+                if vectors.ndim != 2 or vectors.shape[0] != len(rows) or vectors.shape[1] < 1:
+                    raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for {len(rows)} texts")
+                dim = int(vectors.shape[1])
+                with self._write() as conn:
+                    for (memory_id, _content, digest), vector in zip(rows, vectors, strict=True):
+                        # Only if the memory is still there, still latest and still says what was embedded.
+                        cur = conn.execute(
+                            "INSERT OR REPLACE INTO memory_vectors(memory_id, model, dim, vector) SELECT ?, ?, ?, ? "
+                            "WHERE EXISTS (SELECT 1 FROM memories WHERE id = ? AND is_latest = 1 AND content_hash = ?)",
+                            (memory_id, model, dim, vector_to_blob(vector), memory_id, digest),
+                        )
+                        stored += max(0, cur.rowcount)
+                done += len(rows)
+                if progress is not None:
+                    progress(done, total)
+        except EmbeddingError:
+            self.audit_event("embed", [], {"model": model, "dim": dim, "stored": stored, "pending": total, "failed": True}, now=now)
+            raise
+        self.audit_event("embed", [], {"model": model, "dim": dim, "stored": stored, "pending": total}, now=now)
+        return stored
+
+    def vector_counts(self) -> dict[str, int]:
+        """How many memories have a stored vector, by embedding model."""
+        rows = self.conn.execute("SELECT model, COUNT(*) FROM memory_vectors GROUP BY model ORDER BY model")
+        return {r[0]: int(r[1]) for r in rows}
+
+    def _fused_candidates(
+        self, query: str, rows: list[Any], where: list[str], params: list[Any], pool: int, embedder: EmbeddingClient | None
+    ) -> tuple[list[Any], dict[int, float], dict[int, int]]:
+        """The bm25 candidate ``rows`` fused with the ``pool`` nearest stored vectors by reciprocal rank fusion
+        (k=60): the rows with the vector-only candidates appended (their bm25 is 0.0), the fused relevance by id
+        (1.0 for the best) and each vector candidate's 1-based rank. When no embedder is configured, the endpoint
+        fails or the store has no vectors, it is ``(rows, {}, {})``: search goes on with bm25 alone."""
+        from core.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
+
+        try:
+            if embedder is None:
+                config = EmbeddingConfig.from_env()
+                if config is None:
+                    return rows, {}, {}
+                embedder = EmbeddingClient(config)
+            nearest = self._nearest_vectors(query, embedder, where, params, pool)
+        except EmbeddingError as exc:
+            import logging
+
+            logging.getLogger(__name__).warning("memlens: semantic search skipped, bm25 only: %s", exc)
+            return rows, {}, {}
+        except db.sqlite.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise db.classify(exc, self.path) from exc
+            return rows, {}, {}  # a store from before schema 3 opened read-only: no vectors yet
+        if not nearest:
+            return rows, {}, {}
+        vector_rank = {memory_id: rank for rank, memory_id in enumerate(nearest, start=1)}
+        known = {row[0] for row in rows}
+        missing = [memory_id for memory_id in nearest if memory_id not in known]
+        extra: list[Any] = []
+        if missing:
+            marks = ",".join("?" * len(missing))
+            by_id = {r[0]: r for r in self.conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE m.id IN ({marks})", missing)}
+            extra = [(*by_id[memory_id], 0.0) for memory_id in missing if memory_id in by_id]
+        rrf_k = 60
+        fused: dict[int, float] = {}
+        for rank, row in enumerate(rows, start=1):
+            fused[row[0]] = 1.0 / (rrf_k + rank)
+        for memory_id, rank in vector_rank.items():
+            fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (rrf_k + rank)
+        top = max(fused.values())
+        fused_rows = [*rows, *extra]
+        return fused_rows, {row[0]: fused[row[0]] / top for row in fused_rows}, vector_rank
+
+    def _nearest_vectors(self, query: str, embedder: EmbeddingClient, where: list[str], params: list[Any], pool: int) -> list[int]:
+        """Ids of the ``pool`` memories passing the filters whose stored vectors (same model and dimension) are most
+        similar to the query's, by cosine, best first; only positive similarities count. A full pass over the
+        stored vectors, read in chunks: linear in the number of vectors."""
+        import numpy as np
+
+        from core.embeddings import EmbeddingError, blobs_to_matrix
+
+        query_vectors = embedder.embed([query])
+        if query_vectors.ndim != 2 or query_vectors.shape[0] != 1 or query_vectors.shape[1] < 1:
+            raise EmbeddingError(f"embedding answer rejected: shape {tuple(query_vectors.shape)} for one query")
+        dim = int(query_vectors.shape[1])
+        probe = query_vectors[0].astype(np.float32)
+        norm = float(np.linalg.norm(probe))
+        if not norm > 0.0:
+            return []
+        probe /= norm
+        filters = (" AND " + " AND ".join(where)) if where else ""
+        sql = (
+            "SELECT v.memory_id, v.vector FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.model = ? AND v.dim = ? AND v.memory_id > ?{filters} ORDER BY v.memory_id LIMIT ?"
+        )
+        chunk = 20_000  # about 30 MB of float32 at 384 dimensions
+        best_ids = np.zeros(0, dtype=np.int64)
+        best_scores = np.zeros(0, dtype=np.float32)
+        last_id = 0
+        while True:
+            batch = self.conn.execute(sql, [embedder.model, dim, last_id, *params, chunk]).fetchall()
+            if not batch:
+                break
+            last_id = batch[-1][0]
+            matrix = blobs_to_matrix([r[1] for r in batch], dim)
+            norms = np.linalg.norm(matrix, axis=1)
+            norms[norms == 0.0] = np.inf  # a zero vector is similar to nothing
+            ids = np.concatenate([best_ids, np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))])
+            scores = np.concatenate([best_scores, (matrix @ probe) / norms])
+            if len(ids) > pool:
+                keep = np.argpartition(-scores, pool - 1)[:pool]
+                ids, scores = ids[keep], scores[keep]
+            best_ids, best_scores = ids, scores
+            if len(batch) < chunk:
+                break
+        order = np.lexsort((best_ids, -best_scores))  # most similar first, ties to the lower id
+        return [int(best_ids[i]) for i in order if best_scores[i] > 0.0]
+
 
 class _LockedTransaction:
     """The store's write lock plus one database transaction."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -192,15 +193,20 @@ def plan(conn: Connection, settings: StoreSettings, now: datetime) -> SweepPlan:
     duplicates: dict[int, DuplicateLink] = {}
     for older_id in sorted(links, key=lambda i: (-links[i].similarity, i)):
         link = links[older_id]
-        if older_id in decided:
+        if older_id in decided or link.newer_id in decided:
             continue
         add(_duplicate_decision(conn, link, settings))
         duplicates[older_id] = link
     chains: dict[int, list[int]] = {}
     groups: dict[str | None, list[int]] = {}
     if settings.capacity > 0:
+        absorbed = {link.newer_id: older_id for older_id, link in duplicates.items()}
         for d, chain, project in _capacity_decisions(conn, settings, now_ts, cutoff, decided):
             add(d)
+            if d.memory_id in absorbed:
+                # This sweep makes it the next version of its near-duplicate's chain: the chain goes with it.
+                older_chain = conn.execute("SELECT chain_id FROM memories WHERE id = ?", (absorbed[d.memory_id],)).fetchone()[0]
+                chain = sorted({*chain, *(r[0] for r in conn.execute("SELECT id FROM memories WHERE chain_id = ?", (older_chain,)))})
             chains[d.memory_id] = chain
             if d.action == "archive":
                 groups.setdefault(project, []).append(d.memory_id)
@@ -420,7 +426,18 @@ def _duplicate_links(
             best = links.get(older.id)
             if best is None or (sim, newer.id) > (best.similarity, best.newer_id):
                 links[older.id] = DuplicateLink(older.id, newer.id, sim)
-    return links, new_state
+    return dedupe_by_newer(links.values()), new_state
+
+
+def dedupe_by_newer(links: Iterable[DuplicateLink]) -> dict[int, DuplicateLink]:
+    """At most one older memory per newer one: a newer memory becomes the next version of one chain only, so every
+    chain keeps exactly one latest version. The most similar older one wins (the most recent on a tie)."""
+    by_newer: dict[int, DuplicateLink] = {}
+    for link in links:
+        best = by_newer.get(link.newer_id)
+        if best is None or (link.similarity, link.older_id) > (best.similarity, best.older_id):
+            by_newer[link.newer_id] = link
+    return {link.older_id: link for link in by_newer.values()}
 
 
 def stands_alone(conn: Connection, memory_id: int) -> bool:

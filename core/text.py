@@ -13,6 +13,7 @@ Two tokenisations live here on purpose, because they answer different questions:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -74,6 +75,7 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
     return inter / (len(a) + len(b) - inter)
 
 
+@functools.lru_cache(maxsize=65536)
 def token_key(token: str) -> str:
     """A short, stable ASCII key for a similarity token, as stored in the supersede index.
 

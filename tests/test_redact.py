@@ -51,3 +51,21 @@ def test_remember_and_observe_redact_before_writing(store: MemoryStore, t0, db_p
 def test_plain_text_is_untouched():
     text = "We decided to use pnpm; the skeleton key idea was dropped. Tokens are counted per request."
     assert redact(text) == (text, [])
+
+
+def test_the_quick_check_never_skips_a_secret():
+    """redact() skips texts without any secret's fragment; the full pass must agree on every text."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from core.redact import _redact_all
+
+    pieces = [*SECRETS.values(), "password=hunter2hunter", "<private>x</private>", "Bearer abcdefghijklmnopqrstu", "https://u:p@h", "plain words", " ", "\n"]
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.one_of(st.sampled_from(pieces), st.text(max_size=20)), max_size=6))
+    def check(parts):
+        text = "".join(parts)
+        assert redact(text) == _redact_all(text)
+
+    check()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from core.bench import stores
-from core.bench.generator import EPOCH
+from core.bench.generator import Generator
 from core.models import ts_from_dt
 from core.store import MemoryStore
 from core.text import default_title
@@ -47,8 +47,6 @@ def raw_import(path: Path, rows: list[tuple[Any, ...]], batch_size: int = 5000) 
 def run(size: int, seed: int, workdir: Path, cache_dir: Path) -> dict[str, Any]:
     """Import ``size`` generated memories both ways into fresh files; memories per second and their ratio. The
     remember_many store becomes the cached store for this size when the cache lacks it."""
-    from core.bench.generator import Generator
-
     recs = stores.records(Generator(seed), size)
     rows = raw_rows(recs)
     raw_seconds = raw_import(workdir / f"raw-{size}.db", rows)
@@ -71,5 +69,4 @@ def run(size: int, seed: int, workdir: Path, cache_dir: Path) -> dict[str, Any]:
         "raw_executemany_per_s": round(raw),
         "ratio": round(ours / raw, 3),
         "seconds_per_million": round(seconds * 1_000_000 / size, 1),
-        "epoch": EPOCH.isoformat(),
     }

@@ -7,6 +7,7 @@ schema version and the code that decides what is indexed, so a change to any of 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -37,8 +38,10 @@ class BuiltStore:
     cached: bool
 
 
+@functools.cache
 def fingerprint() -> str:
-    """A short hash of everything that decides a generated store's bytes (not the queries or probes)."""
+    """A short hash of everything that decides a generated store's bytes (not the queries or probes); computed
+    once per process, from the sources as they were when first asked."""
     parts = [
         str(GENERATOR_VERSION),
         str(schema.SCHEMA_VERSION),

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "core.cli.lifecycle_commands",
     "core.cli.agent_commands",
     "core.cli.demo_commands",
+    "core.cli.embed_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]

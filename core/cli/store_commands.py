@@ -59,6 +59,7 @@ def register(sub: Any) -> None:
     p.add_argument("--all-versions", action="store_true", help="include superseded versions")
     p.add_argument("--include-expired", action="store_true")
     p.add_argument("--raw", action="store_true", help="the query is FTS5 syntax")
+    p.add_argument("--semantic", action="store_true", help="also rank by embeddings from MEMLENS_EMBED_* (filled by `memlens embed`)")
     p.add_argument("--recall", action="store_true", help="count the results as used (reinforces them)")
     p.add_argument("--now", help=argparse.SUPPRESS)
     add_json_flag(p)
@@ -244,6 +245,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             include_superseded=args.all_versions,
             include_expired=args.include_expired,
             raw=args.raw,
+            semantic=True if args.semantic else None,
             now=now,
         )
         if args.recall and hits:

@@ -1,0 +1,74 @@
+"""CLI command for the optional embeddings: ``memlens embed`` stores a vector for every latest memory lacking one."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from core.cli import add_json_flag, emit, now_from, open_store
+from core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from core.embeddings import EmbeddingConfig
+
+# core.embeddings (and numpy through it) is imported by the command itself: every `memlens` call builds this parser.
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands."""
+    p = sub.add_parser(
+        "embed",
+        help="store embedding vectors for semantic search (an OpenAI-compatible /embeddings endpoint)",
+        description=(
+            "Embed every latest memory that has no vector from the model yet. The endpoint comes from --base-url/--model "
+            "or MEMLENS_EMBED_BASE_URL/MEMLENS_EMBED_MODEL (key: MEMLENS_EMBED_API_KEY or OPENAI_API_KEY). Safe to rerun."
+        ),
+    )
+    p.add_argument("--base-url", help="endpoint base, e.g. http://localhost:11434/v1 (default: $MEMLENS_EMBED_BASE_URL)")
+    p.add_argument("--model", help="embedding model name (default: $MEMLENS_EMBED_MODEL)")
+    p.add_argument("--batch", type=int, default=64, help="texts per request (default 64)")
+    p.add_argument("--limit", type=int, help="embed at most this many memories")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    p.add_argument("--now", help=argparse.SUPPRESS)
+    add_json_flag(p)
+    p.set_defaults(handler=cmd_embed)
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from core.cli.agent_commands import ProgressBar
+    from core.embeddings import EmbeddingClient
+
+    config = _config(args)
+    if args.batch is not None and args.batch < 1:
+        raise InvalidInput("--batch must be at least 1")
+    if args.limit is not None and args.limit < 0:
+        raise InvalidInput("--limit must not be negative")
+    client = EmbeddingClient(config, batch=args.batch)
+    now = now_from(args)
+    bar = ProgressBar("embedding", sys.stderr, enabled=not args.no_progress)
+    with open_store(args) as store:
+        try:
+            stored = store.embed_pending(client, batch=args.batch, limit=args.limit, progress=bar, now=now)
+        finally:
+            bar.finish()
+        counts = store.vector_counts()
+    data = {"model": config.model, "stored": stored, "vectors": counts.get(config.model, 0)}
+    emit(args, data, f"embedded {stored} memories with {config.model} ({data['vectors']} have a vector from it)")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> EmbeddingConfig:
+    from core.embeddings import EmbeddingConfig
+
+    # The flags override the environment; the key and timeout come from the environment only (keys stay off argv).
+    merged = dict(os.environ)
+    if args.base_url:
+        merged["MEMLENS_EMBED_BASE_URL"] = args.base_url
+    if args.model:
+        merged["MEMLENS_EMBED_MODEL"] = args.model
+    config = EmbeddingConfig.from_env(merged)
+    if config is None:
+        raise InvalidInput("no embedding endpoint: pass --base-url and --model, or set MEMLENS_EMBED_BASE_URL and MEMLENS_EMBED_MODEL")
+    return config

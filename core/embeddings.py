@@ -1,0 +1,232 @@
+"""Optional embeddings for search through any OpenAI-compatible ``/embeddings`` endpoint, standard library only.
+
+Off by default: nothing here runs unless an endpoint is configured with ``MEMLENS_EMBED_BASE_URL`` (for example
+``http://localhost:11434/v1``) and ``MEMLENS_EMBED_MODEL``, optionally ``MEMLENS_EMBED_API_KEY`` (or
+``OPENAI_API_KEY``) and ``MEMLENS_EMBED_TIMEOUT``, or a caller passes an :class:`EmbeddingClient`. Vectors are kept
+in the store as float32 little-endian blobs (table ``memory_vectors``). The endpoint's answer is never trusted:
+its shape, count and dimension are checked and any problem raises :class:`EmbeddingError`, so a caller that
+catches it writes nothing. numpy is imported only inside the functions that need it (the agent hook path never
+loads it).
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import math
+import os
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from core.errors import MemlensError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+#: Texts sent in one request: small enough for any server's batch limit, large enough to keep round trips few.
+EMBED_BATCH = 64
+#: Longest text sent for one memory (about 2,000 tokens, within the context of common embedding models).
+MAX_INPUT_CHARS = 8000
+_ERROR_SNIPPET = 200
+
+
+class EmbeddingError(MemlensError):
+    """The embedding endpoint could not be reached or its answer was unusable; the message names the problem."""
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """Where and how to reach an OpenAI-compatible embeddings endpoint. ``base_url`` ends before ``/embeddings``."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise EmbeddingError(f"embedding base URL must be an http(s) URL, got {self.base_url!r}")
+        if not self.model.strip():
+            raise EmbeddingError("embedding model name is empty")
+        if not self.timeout > 0:
+            raise EmbeddingError(f"embedding timeout must be positive, got {self.timeout}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> EmbeddingConfig | None:
+        """The configuration from ``MEMLENS_EMBED_*`` variables, or None when no endpoint is configured.
+
+        Raises ``EmbeddingError`` when the configuration is present but incomplete or malformed, so a typo is
+        reported instead of silently turning embeddings off.
+        """
+        env = os.environ if environ is None else environ
+        base_url = env.get("MEMLENS_EMBED_BASE_URL", "").strip()
+        model = env.get("MEMLENS_EMBED_MODEL", "").strip()
+        if not base_url and not model:
+            return None
+        if not base_url or not model:
+            missing = "MEMLENS_EMBED_MODEL" if base_url else "MEMLENS_EMBED_BASE_URL"
+            raise EmbeddingError(f"embeddings are half configured: {missing} is not set")
+        api_key = env.get("MEMLENS_EMBED_API_KEY", "").strip() or env.get("OPENAI_API_KEY", "").strip() or None
+        raw_timeout = env.get("MEMLENS_EMBED_TIMEOUT", "").strip()
+        try:
+            timeout = float(raw_timeout) if raw_timeout else 30.0
+        except ValueError:
+            raise EmbeddingError(f"MEMLENS_EMBED_TIMEOUT must be a number of seconds, got {raw_timeout!r}") from None
+        return cls(base_url=base_url.rstrip("/"), model=model, api_key=api_key, timeout=timeout)
+
+
+class EmbeddingClient:
+    """A minimal client for ``POST {base_url}/embeddings`` returning float32 vectors."""
+
+    def __init__(self, config: EmbeddingConfig, *, batch: int = EMBED_BATCH) -> None:
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+            raise EmbeddingError(f"embedding batch size must be a positive whole number, got {batch!r}")
+        self.config = config
+        self.batch = batch
+        self.url = config.base_url.rstrip("/") + "/embeddings"
+        # A model on this machine is never behind the proxy that http_proxy names for the outside world.
+        local = _is_loopback(urlsplit(self.url).hostname or "")
+        handlers = [urllib.request.ProxyHandler({})] if local else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request (and stored beside every vector)."""
+        return self.config.model
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One vector per text, in order, as a float32 array of shape ``(len(texts), dimension)``.
+
+        Texts are sent ``batch`` at a time, each cut to 8,000 characters. Raises ``EmbeddingError`` on timeout,
+        unreachable endpoint, HTTP error status, or an answer that is not one finite number list per text, all of
+        one dimension. No texts means no request and an array of shape ``(0, 0)``.
+        """
+        import numpy as np
+
+        if isinstance(texts, str):
+            raise EmbeddingError("embed() takes a list of texts, not one string")
+        inputs = [(t if isinstance(t, str) else str(t))[:MAX_INPUT_CHARS] or " " for t in texts]
+        if not inputs:
+            return np.zeros((0, 0), dtype=np.float32)
+        parts: list[npt.NDArray[np.float32]] = []
+        dim: int | None = None
+        for start in range(0, len(inputs), self.batch):
+            chunk = inputs[start : start + self.batch]
+            vectors = self._embed_batch(chunk)
+            if dim is None:
+                dim = vectors.shape[1]
+            elif vectors.shape[1] != dim:
+                raise EmbeddingError(f"embedding answer rejected: dimension changed from {dim} to {vectors.shape[1]} between batches")
+            parts.append(vectors)
+        return np.vstack(parts) if len(parts) > 1 else parts[0]
+
+    def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        payload = {"model": self.config.model, "input": texts}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        request = urllib.request.Request(self.url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
+        body = self._send(request)
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise EmbeddingError(f"embedding endpoint {self.url} answered with non-JSON: {_snippet(body)}") from None
+        return parse_embeddings(answer, len(texts))
+
+    def _send(self, request: urllib.request.Request) -> str:
+        timeout = self.config.timeout
+        try:
+            with self._opener.open(request, timeout=timeout) as response:
+                raw: bytes = response.read()
+        except urllib.error.HTTPError as error:
+            detail = _snippet(error.read().decode("utf-8", "replace")) if error.fp else error.reason
+            raise EmbeddingError(f"embedding endpoint {self.url} answered HTTP {error.code}: {detail}") from None
+        except urllib.error.URLError as error:
+            reason = error.reason
+            if isinstance(reason, (TimeoutError, socket.timeout)):
+                raise EmbeddingError(f"embedding endpoint {self.url} timed out after {timeout:g}s") from None
+            if isinstance(reason, ConnectionRefusedError):
+                raise EmbeddingError(f"embedding endpoint {self.url} refused the connection (is the server running?)") from None
+            raise EmbeddingError(f"cannot reach embedding endpoint {self.url}: {_snippet(str(reason))}") from None
+        except TimeoutError:
+            # Raised while reading the answer, after the connection succeeded.
+            raise EmbeddingError(f"embedding endpoint {self.url} timed out after {timeout:g}s") from None
+        except (OSError, http.client.HTTPException) as error:
+            raise EmbeddingError(f"embedding endpoint {self.url} failed: {type(error).__name__}: {_snippet(str(error))}") from None
+        return raw.decode("utf-8", "replace")
+
+
+def parse_embeddings(answer: Any, expected: int) -> npt.NDArray[np.float32]:
+    """The vectors of an OpenAI-style embeddings answer (``{"data": [{"embedding": [...], "index": i}, ...]}``)
+    as a float32 array of shape ``(expected, dimension)``, ordered by ``index`` when the items carry one.
+
+    Raises ``EmbeddingError`` naming the first problem: wrong shape, a count other than ``expected``, a value that
+    is not a finite number, an empty vector, or vectors of different dimensions.
+    """
+    import numpy as np
+
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list):
+        raise EmbeddingError(f"embedding answer has the wrong shape (no data list): {_snippet(answer)}")
+    if len(data) != expected:
+        raise EmbeddingError(f"embedding answer rejected: {len(data)} vectors for {expected} texts")
+    slots: list[list[float] | None] = [None] * expected
+    dim: int | None = None
+    for position, item in enumerate(data):
+        where = f"data[{position}]"
+        if not isinstance(item, dict) or not isinstance(item.get("embedding"), list):
+            raise EmbeddingError(f"embedding answer rejected: {where} has no embedding list")
+        index = item.get("index", position)
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < expected or slots[index] is not None:
+            raise EmbeddingError(f"embedding answer rejected: {where}.index {index!r} is not a distinct position below {expected}")
+        vector = item["embedding"]
+        for i, value in enumerate(vector):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise EmbeddingError(f"embedding answer rejected: {where}.embedding[{i}] is not a finite number ({value!r})")
+        if not vector:
+            raise EmbeddingError(f"embedding answer rejected: {where}.embedding is empty")
+        if dim is None:
+            dim = len(vector)
+        elif len(vector) != dim:
+            raise EmbeddingError(f"embedding answer rejected: {where}.embedding has {len(vector)} dimensions, the first had {dim}")
+        slots[index] = vector
+    return np.asarray(slots, dtype=np.float32).reshape(expected, dim or 0)
+
+
+def vector_to_blob(vector: npt.NDArray[Any]) -> bytes:
+    """One vector as the bytes stored in ``memory_vectors.vector``: float32, little-endian."""
+    import numpy as np
+
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def blobs_to_matrix(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float32]:
+    """Stored vectors (each ``dim`` float32 little-endian values) as a float32 array of shape ``(len(blobs), dim)``."""
+    import numpy as np
+
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).astype(np.float32)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _snippet(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return (text if len(text) <= _ERROR_SNIPPET else text[: _ERROR_SNIPPET - 1] + "…") or "(empty)"
