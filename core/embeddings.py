@@ -11,20 +11,15 @@ loads it).
 
 from __future__ import annotations
 
-import http.client
-import ipaddress
-import json
 import math
 import os
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from core.errors import MemlensError
+from core.http_json import JsonEndpoint, snippet
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,7 +29,6 @@ if TYPE_CHECKING:
 EMBED_BATCH = 64
 #: Longest text sent for one memory (about 2,000 tokens, within the context of common embedding models).
 MAX_INPUT_CHARS = 8000
-_ERROR_SNIPPET = 200
 
 
 class EmbeddingError(MemlensError):
@@ -92,10 +86,7 @@ class EmbeddingClient:
         self.config = config
         self.batch = batch
         self.url = config.base_url.rstrip("/") + "/embeddings"
-        # A model on this machine is never behind the proxy that http_proxy names for the outside world.
-        local = _is_loopback(urlsplit(self.url).hostname or "")
-        handlers = [urllib.request.ProxyHandler({})] if local else []
-        self._opener = urllib.request.build_opener(*handlers)
+        self._endpoint = JsonEndpoint(self.url, api_key=config.api_key, timeout=config.timeout, what="embedding endpoint", error=EmbeddingError)
 
     @property
     def model(self) -> str:
@@ -129,40 +120,8 @@ class EmbeddingClient:
         return np.vstack(parts) if len(parts) > 1 else parts[0]
 
     def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        payload = {"model": self.config.model, "input": texts}
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
-        request = urllib.request.Request(self.url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST")
-        body = self._send(request)
-        try:
-            answer = json.loads(body)
-        except ValueError:
-            raise EmbeddingError(f"embedding endpoint {self.url} answered with non-JSON: {_snippet(body)}") from None
+        answer = self._endpoint.post({"model": self.config.model, "input": texts})
         return parse_embeddings(answer, len(texts))
-
-    def _send(self, request: urllib.request.Request) -> str:
-        timeout = self.config.timeout
-        try:
-            with self._opener.open(request, timeout=timeout) as response:
-                raw: bytes = response.read()
-        except urllib.error.HTTPError as error:
-            detail = _snippet(error.read().decode("utf-8", "replace")) if error.fp else error.reason
-            raise EmbeddingError(f"embedding endpoint {self.url} answered HTTP {error.code}: {detail}") from None
-        except urllib.error.URLError as error:
-            reason = error.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise EmbeddingError(f"embedding endpoint {self.url} timed out after {timeout:g}s") from None
-            if isinstance(reason, ConnectionRefusedError):
-                raise EmbeddingError(f"embedding endpoint {self.url} refused the connection (is the server running?)") from None
-            raise EmbeddingError(f"cannot reach embedding endpoint {self.url}: {_snippet(str(reason))}") from None
-        except TimeoutError:
-            # Raised while reading the answer, after the connection succeeded.
-            raise EmbeddingError(f"embedding endpoint {self.url} timed out after {timeout:g}s") from None
-        except (OSError, http.client.HTTPException) as error:
-            raise EmbeddingError(f"embedding endpoint {self.url} failed: {type(error).__name__}: {_snippet(str(error))}") from None
-        return raw.decode("utf-8", "replace")
-
 
 def parse_embeddings(answer: Any, expected: int) -> npt.NDArray[np.float32]:
     """The vectors of an OpenAI-style embeddings answer (``{"data": [{"embedding": [...], "index": i}, ...]}``)
@@ -175,7 +134,7 @@ def parse_embeddings(answer: Any, expected: int) -> npt.NDArray[np.float32]:
 
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list):
-        raise EmbeddingError(f"embedding answer has the wrong shape (no data list): {_snippet(answer)}")
+        raise EmbeddingError(f"embedding answer has the wrong shape (no data list): {snippet(answer)}")
     if len(data) != expected:
         raise EmbeddingError(f"embedding answer rejected: {len(data)} vectors for {expected} texts")
     slots: list[list[float] | None] = [None] * expected
@@ -215,18 +174,3 @@ def blobs_to_matrix(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float32]
     if not blobs:
         return np.zeros((0, dim), dtype=np.float32)
     return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim).astype(np.float32)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _snippet(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return (text if len(text) <= _ERROR_SNIPPET else text[: _ERROR_SNIPPET - 1] + "…") or "(empty)"

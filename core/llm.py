@@ -8,14 +8,9 @@ writes nothing. Configure with ``MEMLENS_LLM_BASE_URL`` (for example ``http://lo
 
 from __future__ import annotations
 
-import http.client
-import ipaddress
 import json
 import os
 import re
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +19,7 @@ from urllib.parse import urlsplit
 from core.episodes import EpisodeDraft, clip_text, summarize_session
 from core.errors import MemlensError
 from core.extract import FACT_TYPES, FactDraft, WorkflowDraft
+from core.http_json import JsonEndpoint
 from core.models import Memory
 
 MAX_FACTS = 50
@@ -109,10 +105,7 @@ class LLMClient:
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
         self.url = config.base_url.rstrip("/") + "/chat/completions"
-        # A model on this machine is never behind the proxy that http_proxy names for the outside world.
-        local = _is_loopback(urlsplit(self.url).hostname or "")
-        handlers = [urllib.request.ProxyHandler({})] if local else []
-        self._opener = urllib.request.build_opener(*handlers)
+        self._endpoint = JsonEndpoint(self.url, api_key=config.api_key, timeout=config.timeout, what="LLM endpoint", error=LLMError)
 
     def chat_json(self, system: str, user: str) -> dict[str, Any]:
         """Send one system + user exchange and return the reply parsed as a JSON object.
@@ -126,42 +119,9 @@ class LLMClient:
             "response_format": {"type": "json_object"},
             "temperature": 0,
         }
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
-        request = urllib.request.Request(
-            self.url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST"
-        )
-        body = self._send(request)
-        try:
-            completion = json.loads(body)
-        except ValueError:
-            raise LLMError(f"LLM endpoint {self.url} answered with non-JSON: {_snippet(body)}") from None
+        completion = self._endpoint.post(payload)
         content = _message_content(completion)
         return parse_json_object(content)
-
-    def _send(self, request: urllib.request.Request) -> str:
-        timeout = self.config.timeout
-        try:
-            with self._opener.open(request, timeout=timeout) as response:
-                raw: bytes = response.read()
-        except urllib.error.HTTPError as error:
-            detail = _snippet(error.read().decode("utf-8", "replace")) if error.fp else error.reason
-            raise LLMError(f"LLM endpoint {self.url} answered HTTP {error.code}: {detail}") from None
-        except urllib.error.URLError as error:
-            reason = error.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise LLMError(f"LLM endpoint {self.url} timed out after {timeout:g}s") from None
-            if isinstance(reason, ConnectionRefusedError):
-                raise LLMError(f"LLM endpoint {self.url} refused the connection (is the server running?)") from None
-            raise LLMError(f"cannot reach LLM endpoint {self.url}: {_snippet(str(reason))}") from None
-        except TimeoutError:
-            # Raised while reading the answer, after the connection succeeded.
-            raise LLMError(f"LLM endpoint {self.url} timed out after {timeout:g}s") from None
-        except (OSError, http.client.HTTPException) as error:
-            raise LLMError(f"LLM endpoint {self.url} failed: {type(error).__name__}: {_snippet(str(error))}") from None
-        return raw.decode("utf-8", "replace")
-
 
 def parse_json_object(text: str) -> dict[str, Any]:
     """``text`` parsed as a JSON object, also when the object sits in a fenced ```json block among other text;
@@ -390,15 +350,6 @@ def _within_budget(lines: list[str], budget: int) -> str:
         used += len(first) + len(last) + 2
     omitted = len(lines) - len(head) - len(tail)
     return "\n".join([*head, f"... ({omitted} observations omitted) ...", *reversed(tail)])
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _snippet(value: Any) -> str:

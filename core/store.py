@@ -1150,7 +1150,7 @@ class MemoryStore:
         ``"tags"`` (the memory's tags joined in name order).
         """
         now = _now(now)
-        orders = {**_SORTABLE, "layer": "m.layer", "tags": "(SELECT group_concat(t.tag, ', ') FROM memory_tags t WHERE t.memory_id = m.id)"}
+        orders = {**_SORTABLE, "layer": "m.layer", "tags": "(SELECT group_concat(tag, ', ') FROM (SELECT t.tag FROM memory_tags t WHERE t.memory_id = m.id ORDER BY t.tag))"}
         if order_by not in orders:
             raise InvalidInput(f"order_by must be one of {', '.join(sorted(orders))}")
         where, params = self._filter_sql(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from core.store import AuditEntry, MemoryStore
+from core.store import AuditCheck, AuditEntry, MemoryStore
 from gui import format as fmt
 from gui.lazy_model import LazyTableModel
 from gui.qt import QtCore, QtWidgets, Signal
@@ -81,11 +81,23 @@ class AuditView(QtWidgets.QWidget):
     """
 
     target_activated = Signal(int)
+    #: Emitted with the result each time the hash chain has been checked.
+    chain_checked = Signal(object)
 
     def __init__(self, reader: StoreReader | None, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("auditView")
+        self._reader = reader
         self.model = AuditTableModel(reader, self)
+        # The log's tamper evidence, checked off the UI thread whenever the view is shown or asked to.
+        self.chain_state = QtWidgets.QLabel("Hash chain: not checked yet")
+        self.chain_state.setObjectName("auditChainState")
+        self.chain_state.setAccessibleName("Audit hash chain state")
+        self.verify_button = QtWidgets.QPushButton("Verify chain")
+        self.verify_button.setObjectName("auditVerifyButton")
+        self.verify_button.setAccessibleName("Verify the audit log's hash chain")
+        self.verify_button.setToolTip("Recompute every entry's hash and check that each follows the one before")
+        self.verify_button.clicked.connect(self.verify_chain)
         self.operation = QtWidgets.QComboBox()
         self.operation.setObjectName("auditOperation")
         self.operation.setAccessibleName("Operation")
@@ -140,10 +152,15 @@ class AuditView(QtWidgets.QWidget):
         splitter.addWidget(self.details)
         splitter.setSizes([500, 180])
 
+        chain_bar = QtWidgets.QHBoxLayout()
+        chain_bar.addWidget(self.chain_state, 1)
+        chain_bar.addWidget(self.verify_button)
+
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
+        layout.addLayout(chain_bar)
 
         self.table.selectionModel().currentRowChanged.connect(self._show_current)
         self.operation.currentIndexChanged.connect(self.apply_filter)
@@ -154,6 +171,42 @@ class AuditView(QtWidgets.QWidget):
             edit.dateTimeChanged.connect(self._date_changed)
         self.model.loaded.connect(self._loaded)
         self.model.load_failed.connect(lambda msg: self.message.setText(f"Could not read the audit log: {msg}"))
+
+    def set_reader(self, reader: StoreReader | None) -> None:
+        """Read another store (or none)."""
+        self._reader = reader
+        self.model.set_reader(reader)
+        self.chain_state.setText("Hash chain: not checked yet")
+        self.chain_state.setStyleSheet("")
+        if reader is not None and self.isVisible():
+            self.verify_chain()
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        self.verify_chain()
+
+    def verify_chain(self) -> None:
+        """Check the audit log's hash chain in the background and show whether it is intact."""
+        if self._reader is None:
+            return
+        self.chain_state.setText("Hash chain: checking…")
+        self._reader.submit("audit-chain", lambda store: store.verify_audit(), self._show_chain, self._chain_failed)
+
+    def _show_chain(self, check: AuditCheck) -> None:
+        if check.ok:
+            self.chain_state.setText(f"✔ Hash chain intact: {check.checked:,} entries, each following the one before")
+            self.chain_state.setStyleSheet("color: #2e7d32")
+        else:
+            self.chain_state.setText(
+                f"✘ Hash chain broken: {check.problem} (checked {check.checked:,} entries before it). "
+                "The log was changed outside memlens; restore a backup to compare."
+            )
+            self.chain_state.setStyleSheet("color: #c62828; font-weight: bold")
+        self.chain_checked.emit(check)
+
+    def _chain_failed(self, message: object) -> None:
+        self.chain_state.setText(f"Hash chain could not be checked: {message}")
+        self.chain_state.setStyleSheet("")
 
     def _date_edit(self, name: str, accessible: str) -> QtWidgets.QDateTimeEdit:
         edit = QtWidgets.QDateTimeEdit(QtCore.QDateTime.currentDateTime())

@@ -14,7 +14,7 @@ from core import MemoryStore
 from core.demo import generate
 from gui.audit_view import AuditFilter, AuditTableModel
 from gui.memory_model import COLUMN_INDEX, ID_ROLE, STRENGTH_ROLE, MemoryQuery, MemoryTableModel
-from gui.qt import QtCore
+from gui.qt import QtCore, QtWidgets
 from gui.sessions_view import SessionTableModel
 from gui.tasks import StoreReader
 
@@ -91,7 +91,7 @@ def big_path(tmp_path_factory) -> Path:
     return path
 
 
-def test_large_store_loads_one_page_at_a_time(qtbot, qtmodeltester, big_path):
+def test_large_store_counts_every_row_and_loads_only_the_first_block(qtbot, qtmodeltester, big_path):
     reader = StoreReader(big_path)
     try:
         model = MemoryTableModel(reader, lambda: NOW)
@@ -99,22 +99,110 @@ def test_large_store_loads_one_page_at_a_time(qtbot, qtmodeltester, big_path):
         model.counted.connect(counted.append)
         with qtbot.waitSignal(model.loaded, timeout=10000):
             model.set_query(MemoryQuery(layer="working"))
-        assert model.rowCount() == model.PAGE
-        assert model.canFetchMore(QtCore.QModelIndex())
-        newest = model.memory_at(0)
-        assert newest.content.startswith("Bash: make target-59999")
-        with qtbot.waitSignal(model.loaded, timeout=10000):
-            model.fetchMore(QtCore.QModelIndex())
-        assert model.rowCount() == 2 * model.PAGE
-        qtbot.waitUntil(lambda: counted == [60_000], timeout=10000)
-        # Sorting by a stored column asks the store for the right first page.
+        # The row count is the true total, the scrollbar is real, and only the first block's contents are read.
+        assert model.rowCount() == 60_000 and counted == [60_000] and model.total == 60_000
+        assert not model.canFetchMore(QtCore.QModelIndex())
+        assert model.loaded_row_count() == model.BLOCK and model.cached_blocks() == [0]
+        assert model.memory_at(0).content.startswith("Bash: make target-59999")
+        assert model.memory_at(model.BLOCK) is None
+        # An unloaded row shows a placeholder and asks for its block; its id is known without loading it.
+        last = model.index(59_999, COLUMN_INDEX["title"])
+        assert last.data(ID_ROLE) is not None
+        assert last.data() == "…"
+        with qtbot.waitSignal(model.dataChanged, timeout=10000) as changed:
+            pass
+        first, bottom = changed.args[0], changed.args[1]
+        assert first.row() <= 59_999 <= bottom.row()
+        assert model.memory_at(59_999).content.startswith("Bash: make target-0 ")
+        assert model.cached_blocks() == [0, 59_999 // model.BLOCK]
+        # Sorting by a stored column asks the store for the id list in that order.
         with qtbot.waitSignal(model.loaded, timeout=10000):
             model.sort(COLUMN_INDEX["created"], QtCore.Qt.SortOrder.AscendingOrder)
         assert model.memory_at(0).content.startswith("Bash: make target-0 ")
-        assert model.rowCount() == model.PAGE
+        assert model.rowCount() == 60_000
         qtmodeltester.check(model)
     finally:
         reader.stop()
+
+
+def test_scrolling_to_the_end_loads_only_the_blocks_in_view(qtbot, big_path):
+    reader = StoreReader(big_path)
+    try:
+        model = MemoryTableModel(reader, lambda: NOW)
+        view = QtWidgets.QTableView()
+        qtbot.addWidget(view)
+        view.setModel(model)
+        view.resize(600, 400)
+        view.show()
+        with qtbot.waitSignal(model.loaded, timeout=10000):
+            model.set_query(MemoryQuery(layer="working"))
+        view.scrollToBottom()
+        last = model.rowCount() - 1
+        qtbot.waitUntil(lambda: (view.viewport().repaint(), model.is_row_loaded(last))[1], timeout=10000)
+        qtbot.waitUntil(lambda: not model.is_loading(), timeout=10000)
+        assert model.index(last, COLUMN_INDEX["title"]).data().startswith("Bash: make target-0 ")
+        blocks = set(model.cached_blocks())
+        top = view.rowAt(0)
+        assert blocks - {0} <= {top // model.BLOCK, last // model.BLOCK}
+        assert model.loaded_row_count() <= 3 * model.BLOCK
+    finally:
+        reader.stop()
+
+
+def test_the_block_cache_stays_bounded(qtbot, big_path):
+    reader = StoreReader(big_path)
+    try:
+        model = MemoryTableModel(reader, lambda: NOW)
+        model.MAX_BLOCKS = 3
+        with qtbot.waitSignal(model.loaded, timeout=10000):
+            model.set_query(MemoryQuery(layer="working"))
+        for block in range(10, 20):
+            row = block * model.BLOCK + 7
+            assert model.index(row, COLUMN_INDEX["title"]).data() == "…"
+            qtbot.waitUntil(lambda row=row: model.is_row_loaded(row), timeout=10000)
+            assert len(model.cached_blocks()) <= 3
+            assert model.loaded_row_count() <= 3 * model.BLOCK
+        assert model.cached_blocks() == [17, 18, 19]
+        # A block dropped from the cache is a placeholder again and is read again when painted.
+        row = 10 * model.BLOCK
+        assert model.memory_at(row) is None and model.index(row, COLUMN_INDEX["title"]).data() == "…"
+        qtbot.waitUntil(lambda: model.is_row_loaded(row), timeout=10000)
+        assert model.memory_at(row).id == model.index(row, 0).data(ID_ROLE)
+    finally:
+        reader.stop()
+
+
+def test_refresh_of_a_block_loaded_list_keeps_selection_and_positions(qtbot, qtmodeltester, reader, demo_path):
+    model = MemoryTableModel(reader, lambda: NOW)
+    model.SMALL, model.BLOCK = 20, 16  # the demo's working layer then pages in blocks like a large store
+    with qtbot.waitSignal(model.loaded, timeout=10000):
+        model.set_query(MemoryQuery(layer="working"))
+    total = model.rowCount()
+    assert total > model.SMALL and model.loaded_row_count() == model.BLOCK
+    selection = QtCore.QItemSelectionModel(model)
+    chosen = [model.index(r, 0) for r in (40, 41, 90)]
+    chosen_ids = [i.data(ID_ROLE) for i in chosen]
+    for index in chosen:
+        selection.select(index, QtCore.QItemSelectionModel.SelectionFlag.Select | QtCore.QItemSelectionModel.SelectionFlag.Rows)
+    selection.setCurrentIndex(chosen[2], QtCore.QItemSelectionModel.SelectionFlag.NoUpdate)
+    before = list(model.ids())
+    resets: list[bool] = []
+    model.modelReset.connect(lambda: resets.append(True))
+    # Nothing changed: every row keeps its position.
+    with qtbot.waitSignal(model.loaded, timeout=10000):
+        model.refresh()
+    assert list(model.ids()) == before and not resets
+    with MemoryStore.open(demo_path) as store:
+        gone = model.index(70, 0).data(ID_ROLE)
+        store.forget(gone, now=NOW)
+    with qtbot.waitSignal(model.loaded, timeout=10000):
+        model.refresh()
+    assert not resets
+    assert model.rowCount() == total - 1 and model.row_of(gone) == -1
+    assert list(model.ids()) == [i for i in before if i != gone]
+    assert [i.data(ID_ROLE) for i in selection.selectedRows()] == chosen_ids
+    assert selection.currentIndex().data(ID_ROLE) == chosen_ids[2] and selection.currentIndex().row() == 89
+    qtmodeltester.check(model)
 
 
 def test_refresh_merges_in_place_and_keeps_the_selection(qtbot, reader, demo_path):
@@ -160,5 +248,32 @@ def test_a_failed_page_is_reported_not_raised(qtbot, tmp_path):
             model.set_query(MemoryQuery())
         assert "does not exist" in blocker.args[0]
         assert model.rowCount() == 0 and not model.canFetchMore(QtCore.QModelIndex())
+    finally:
+        reader.stop()
+
+
+def test_list_ids_matches_list_memories_and_sorts_large_lists_in_the_store(qtbot, big_path, demo_path):
+    with MemoryStore.open(demo_path) as store:
+        for order in ("created_at", "title", "last_accessed_at", "importance"):
+            for descending in (True, False):
+                page = store.list_memories(order_by=order, descending=descending, limit=1000, now=NOW)
+                assert store.list_ids(order_by=order, descending=descending, now=NOW) == [m.id for m in page]
+        by_tags = store.get_many(store.list_ids(order_by="tags", descending=False, now=NOW))
+        joined = [", ".join(sorted(m.tags)) for m in by_tags]
+        assert joined == sorted(joined)
+        by_layer = store.get_many(store.list_ids(order_by="layer", descending=True, now=NOW))
+        assert [m.layer for m in by_layer] == sorted((m.layer for m in by_layer), reverse=True)
+    reader = StoreReader(big_path)
+    try:
+        model = MemoryTableModel(reader, lambda: NOW)
+        with qtbot.waitSignal(model.loaded, timeout=10000):
+            model.set_query(MemoryQuery(layer="working"))
+        # Too many to load whole: strength is ordered by last use in the store (the clock strength decays on).
+        with qtbot.waitSignal(model.loaded, timeout=10000):
+            model.sort(COLUMN_INDEX["strength"], QtCore.Qt.SortOrder.DescendingOrder)
+        assert model.query.order_by == "last_accessed_at" and model.rowCount() == 60_000
+        assert model.memory_at(0).content.startswith("Bash: make target-59999")
+        # Selected ranges map to ids without touching row contents.
+        assert model.ids_in_rows([(5, 7), (0, 1), (6, 9)]) == list(model.ids()[:2]) + list(model.ids()[5:10])
     finally:
         reader.stop()
