@@ -901,7 +901,7 @@ class MemoryStore:
         tool = _check_optional_name(tool_name, "tool_name") or "tool"
         input_text, input_rules = _render(tool_input, 4000)
         output_text, output_rules = _render(tool_output, 4000)
-        content = f"{tool}: {_one_line(input_text, 300)}"
+        content = f"{tool}: {_one_line(_input_gist(tool_input, input_text), 300)}"
         if output_text:
             content += f" -> {_one_line(output_text, 300)}"
         # A small structured input is kept as the object it is (consolidation reads its keys); a large one as text.
@@ -2784,6 +2784,21 @@ def _render(value: Any, limit: int) -> tuple[str, set[str]]:
     text, hits = redact(clean_text(text.replace("\x00", "")))
     rules = {h.rule for h in hits}
     return (text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"), rules
+
+
+#: The argument that says what a tool call did, for the common agent tools (the full input stays in metadata).
+_GIST_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "prompt", "description")
+
+
+def _input_gist(tool_input: Any, rendered: str) -> str:
+    """What a tool call's input says in a few words: its command, path, pattern or URL when it has one (redacted),
+    else the rendered (already redacted) input."""
+    if isinstance(tool_input, Mapping):
+        for key in _GIST_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, str) and value.strip():
+                return redact(clean_text(value.replace("\x00", "")))[0]
+    return rendered
 
 
 def _one_line(text: str, limit: int) -> str:
