@@ -44,6 +44,10 @@ DEFAULT_RATES: dict[str, float] = {
 DEFAULT_RATE = 0.005
 
 _REMEMBER_CUES = re.compile(r"remember (this|that)|don'?t forget|never forget|keep in mind|记住|別忘|忘れない|覚えて", re.I)
+#: Fragments every match of the patterns contains (lower-cased): a text without any cannot match.
+_REMEMBER_HINTS = ("remember", "forget", "keep in mind", "记住", "別忘", "忘れない", "覚えて")
+_HIGH_VALUE_HINTS = ("password", "passphrase", "secret", "key", "token", "protocol", "decision", "decided", "credential",
+                     "deadline", "important", "密码", "协议", "决定", "重要", "パスワード", "決定")
 _HIGH_VALUE = re.compile(
     r"\b(password|passphrase|secret|key|keys|token|protocol|decision|decided|credential|deadline|important)\b"
     r"|密码|协议|决定|重要|パスワード|決定",
@@ -107,9 +111,11 @@ def _positive(value: float, name: str, allow_zero: bool = False) -> float:
 def cold_start_importance(text: str) -> float:
     """Importance of a new memory from its text alone: 0.9 if it asks to be remembered, 0.8 for
     high-value words (password, key, protocol, decision, 密码, 协议, 决定), 0.5 otherwise."""
-    if _REMEMBER_CUES.search(text):
+    # Plain substring checks first: search ranks every candidate with this, and most texts hold none of the cues.
+    lowered = text.lower()
+    if any(hint in lowered for hint in _REMEMBER_HINTS) and _REMEMBER_CUES.search(text):
         return 0.9
-    if _HIGH_VALUE.search(text):
+    if any(hint in lowered for hint in _HIGH_VALUE_HINTS) and _HIGH_VALUE.search(text):
         return 0.8
     return 0.5
 

@@ -286,3 +286,24 @@ def test_sweeping_hourly_for_30_days_equals_one_sweep_at_day_30(t0):
         assert forgotten == len(report.decisions) > 0
         assert state(hourly, end) == state(once, end)
         assert {d.rule for d in report.decisions} == {"ttl", "weak", "duplicate"}
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Remember this: deploys happen on Tuesdays", 0.9),
+        ("DON'T FORGET the staging freeze", 0.9),
+        ("keep in mind that prod is in eu-west-1", 0.9),
+        ("请记住这个端口", 0.9),
+        ("The Password rotates monthly", 0.8),
+        ("数据库密码在保险库里", 0.8),
+        ("the monkey business in the keyboard drawer", 0.5),  # "key" inside words is no cue
+        ("plain note about lunch", 0.5),
+    ],
+)
+def test_cold_start_cues_survive_the_quick_substring_check(text, expected):
+    from core.decay import _HIGH_VALUE, _REMEMBER_CUES, cold_start_importance
+
+    assert cold_start_importance(text) == expected
+    slow = 0.9 if _REMEMBER_CUES.search(text) else 0.8 if _HIGH_VALUE.search(text) else 0.5
+    assert slow == expected
