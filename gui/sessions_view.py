@@ -192,9 +192,9 @@ class SessionsView(QtWidgets.QWidget):
             item.setToolTip(f"#{m.id} - double-click to open")
             self.observations.addItem(item)
         if not contents.observations:
-            placeholder = QtWidgets.QListWidgetItem("No observations are stored for this session (they may have been swept).")
-            placeholder.setData(QtCore.Qt.ItemDataRole.UserRole, 0)  # never leave item data empty: see gui.qt
-            self.observations.addItem(placeholder)
+            empty_note = QtWidgets.QListWidgetItem("No observations are stored for this session (they may have been swept).")
+            empty_note.setData(QtCore.Qt.ItemDataRole.UserRole, 0)  # never leave item data empty: see gui.qt
+            self.observations.addItem(empty_note)
         if contents.episodes:
             parts = []
             for e in contents.episodes:

@@ -68,7 +68,7 @@ def _read_text(value: str | None) -> str:
 
 
 def redaction_preview(text: str) -> dict[str, Any]:
-    """What :func:`core.redact.redact` does to ``text``: the result, and each placeholder with its rule, its
+    """What :func:`core.redact.redact` does to ``text``: the result, and each [REDACTED:rule] marker with its rule, its
     place in the result (line, column, offset) and the line around it, never the secret itself."""
     redacted, found = redact(text)
     places = []
