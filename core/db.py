@@ -194,9 +194,16 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
 def _check_identity(conn: Connection, path: Path) -> None:
     """Raise unless the open file is a memlens database this version can use. Reads only."""
     try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # One read transaction, so the three answers come from one snapshot: read one by one, they can straddle
+        # another process's first migration (tables already there, application id not yet) and name a brand-new
+        # memlens store foreign.
+        conn.execute("BEGIN")
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.execute("COMMIT")
     except sqlite.Error as exc:
         raise classify(exc, path) from None
     if app_id != schema.APPLICATION_ID:

@@ -16,10 +16,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from core.errors import MemlensError
-from core.http_json import JsonEndpoint, snippet
+from core.http_json import JsonEndpoint, check_endpoint, endpoint_from_env, snippet
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,36 +44,17 @@ class EmbeddingConfig:
     timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise EmbeddingError(f"embedding base URL must be an http(s) URL, got {self.base_url!r}")
-        if not self.model.strip():
-            raise EmbeddingError("embedding model name is empty")
-        if not self.timeout > 0:
-            raise EmbeddingError(f"embedding timeout must be positive, got {self.timeout}")
+        check_endpoint(self.base_url, self.model, self.timeout, what="embedding", error=EmbeddingError)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EmbeddingConfig | None:
-        """The configuration from ``MEMLENS_EMBED_*`` variables, or None when no endpoint is configured.
-
-        Raises ``EmbeddingError`` when the configuration is present but incomplete or malformed, so a typo is
-        reported instead of silently turning embeddings off.
-        """
-        env = os.environ if environ is None else environ
-        base_url = env.get("MEMLENS_EMBED_BASE_URL", "").strip()
-        model = env.get("MEMLENS_EMBED_MODEL", "").strip()
-        if not base_url and not model:
+        """The configuration from ``MEMLENS_EMBED_*`` variables, or None when no endpoint is configured; a half or
+        malformed configuration raises ``EmbeddingError``."""
+        found = endpoint_from_env(os.environ if environ is None else environ, "MEMLENS_EMBED", what="the embeddings endpoint", error=EmbeddingError)
+        if found is None:
             return None
-        if not base_url or not model:
-            missing = "MEMLENS_EMBED_MODEL" if base_url else "MEMLENS_EMBED_BASE_URL"
-            raise EmbeddingError(f"embeddings are half configured: {missing} is not set")
-        api_key = env.get("MEMLENS_EMBED_API_KEY", "").strip() or env.get("OPENAI_API_KEY", "").strip() or None
-        raw_timeout = env.get("MEMLENS_EMBED_TIMEOUT", "").strip()
-        try:
-            timeout = float(raw_timeout) if raw_timeout else 30.0
-        except ValueError:
-            raise EmbeddingError(f"MEMLENS_EMBED_TIMEOUT must be a number of seconds, got {raw_timeout!r}") from None
-        return cls(base_url=base_url.rstrip("/"), model=model, api_key=api_key, timeout=timeout)
+        base_url, model, api_key, timeout = found
+        return cls(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
 
 
 class EmbeddingClient:

@@ -12,6 +12,7 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,3 +85,36 @@ class JsonEndpoint:
         except (OSError, http.client.HTTPException) as error:
             raise self.error(f"{where} failed: {type(error).__name__}: {snippet(str(error))}") from None
         return raw.decode("utf-8", "replace")
+
+
+def check_endpoint(base_url: str, model: str, timeout: float, *, what: str, error: type[MemlensError]) -> None:
+    """Raise ``error`` unless ``base_url`` is an http(s) URL, ``model`` is named and ``timeout`` is positive."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise error(f"{what} base URL must be an http(s) URL, got {base_url!r}")
+    if not model.strip():
+        raise error(f"{what} model name is empty")
+    if not timeout > 0:
+        raise error(f"{what} timeout must be positive, got {timeout}")
+
+
+def endpoint_from_env(
+    env: Mapping[str, str], prefix: str, *, what: str, error: type[MemlensError]
+) -> tuple[str, str, str | None, float] | None:
+    """``(base_url, model, api_key, timeout)`` from ``{prefix}_BASE_URL``, ``_MODEL``, ``_API_KEY`` (or
+    ``OPENAI_API_KEY``) and ``_TIMEOUT``; None when neither URL nor model is set. A half or malformed
+    configuration raises ``error``, so a typo is reported instead of silently turning the feature off."""
+    base_url = env.get(f"{prefix}_BASE_URL", "").strip()
+    model = env.get(f"{prefix}_MODEL", "").strip()
+    if not base_url and not model:
+        return None
+    if not base_url or not model:
+        missing = f"{prefix}_MODEL" if base_url else f"{prefix}_BASE_URL"
+        raise error(f"{what} is half configured: {missing} is not set")
+    api_key = env.get(f"{prefix}_API_KEY", "").strip() or env.get("OPENAI_API_KEY", "").strip() or None
+    raw_timeout = env.get(f"{prefix}_TIMEOUT", "").strip()
+    try:
+        timeout = float(raw_timeout) if raw_timeout else 30.0
+    except ValueError:
+        raise error(f"{prefix}_TIMEOUT must be a number of seconds, got {raw_timeout!r}") from None
+    return base_url.rstrip("/"), model, api_key, timeout

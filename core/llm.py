@@ -14,12 +14,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from core.episodes import EpisodeDraft, clip_text, summarize_session
 from core.errors import MemlensError
 from core.extract import FACT_TYPES, FactDraft, WorkflowDraft
-from core.http_json import JsonEndpoint
+from core.http_json import JsonEndpoint, check_endpoint, endpoint_from_env
 from core.models import Memory
 
 MAX_FACTS = 50
@@ -67,36 +66,17 @@ class LLMConfig:
     timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise LLMError(f"LLM base URL must be an http(s) URL, got {self.base_url!r}")
-        if not self.model.strip():
-            raise LLMError("LLM model name is empty")
-        if not self.timeout > 0:
-            raise LLMError(f"LLM timeout must be positive, got {self.timeout}")
+        check_endpoint(self.base_url, self.model, self.timeout, what="LLM", error=LLMError)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMConfig | None:
-        """The configuration from ``MEMLENS_LLM_*`` variables, or None when no endpoint is configured.
-
-        Raises ``LLMError`` when the configuration is present but incomplete or malformed, so a typo is reported
-        instead of silently turning the LLM off.
-        """
-        env = os.environ if environ is None else environ
-        base_url = env.get("MEMLENS_LLM_BASE_URL", "").strip()
-        model = env.get("MEMLENS_LLM_MODEL", "").strip()
-        if not base_url and not model:
+        """The configuration from ``MEMLENS_LLM_*`` variables, or None when no endpoint is configured; a half or
+        malformed configuration raises ``LLMError``."""
+        found = endpoint_from_env(os.environ if environ is None else environ, "MEMLENS_LLM", what="LLM", error=LLMError)
+        if found is None:
             return None
-        if not base_url or not model:
-            missing = "MEMLENS_LLM_MODEL" if base_url else "MEMLENS_LLM_BASE_URL"
-            raise LLMError(f"LLM is half configured: {missing} is not set")
-        api_key = env.get("MEMLENS_LLM_API_KEY", "").strip() or env.get("OPENAI_API_KEY", "").strip() or None
-        raw_timeout = env.get("MEMLENS_LLM_TIMEOUT", "").strip()
-        try:
-            timeout = float(raw_timeout) if raw_timeout else 30.0
-        except ValueError:
-            raise LLMError(f"MEMLENS_LLM_TIMEOUT must be a number of seconds, got {raw_timeout!r}") from None
-        return cls(base_url=base_url.rstrip("/"), model=model, api_key=api_key, timeout=timeout)
+        base_url, model, api_key, timeout = found
+        return cls(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
 
 
 class LLMClient:

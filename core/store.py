@@ -506,15 +506,22 @@ class MemoryStore:
         return new
 
     def _recompute_fade(self, conn: db.Connection) -> None:
+        """Recompute when each forgettable memory fades, in id-ordered batches (never the whole table in memory)."""
         cfg = self._settings.decay
-        rows = conn.execute(
-            "SELECT id, layer, type, importance, last_accessed_at, access_count, pinned FROM memories "
-            "WHERE layer = 'working' OR type = 'chitchat'"
-        ).fetchall()
-        conn.executemany(
-            "UPDATE memories SET fade_at = ? WHERE id = ?",
-            [(decay.sweep_fade_at(r[1], r[2], r[3], r[4], r[5], bool(r[6]), cfg), r[0]) for r in rows],
-        )
+        last = 0
+        while True:
+            rows = conn.execute(
+                "SELECT id, layer, type, importance, last_accessed_at, access_count, pinned FROM memories "
+                "WHERE id > ? AND (layer = 'working' OR type = 'chitchat') ORDER BY id LIMIT 5000",
+                (last,),
+            ).fetchall()
+            if not rows:
+                return
+            conn.executemany(
+                "UPDATE memories SET fade_at = ? WHERE id = ?",
+                [(decay.sweep_fade_at(r[1], r[2], r[3], r[4], r[5], bool(r[6]), cfg), r[0]) for r in rows],
+            )
+            last = rows[-1][0]
 
     # transactions and audit ---------------------------------------------------------------------------------
 

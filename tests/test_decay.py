@@ -307,3 +307,14 @@ def test_cold_start_cues_survive_the_quick_substring_check(text, expected):
     assert cold_start_importance(text) == expected
     slow = 0.9 if _REMEMBER_CUES.search(text) else 0.8 if _HIGH_VALUE.search(text) else 0.5
     assert slow == expected
+
+
+def test_changing_a_decay_rate_moves_when_the_sweep_forgets(store, t0):
+    from datetime import timedelta
+
+    obs = [store.observe("s", "Bash", {"command": f"ls {i}"}, "ok", now=t0) for i in range(3)]
+    before = store.sweep(now=t0 + timedelta(days=2), dry_run=True).decisions
+    assert before == []  # at 0.01/h an observation of importance 0.2 lasts about 7.5 days
+    store.configure({"decay": {"rates": {"observation": 0.1}}}, now=t0)  # now about 18 hours
+    after = store.sweep(now=t0 + timedelta(days=2), dry_run=True).decisions
+    assert sorted(d.memory_id for d in after if d.rule == "weak") == [m.id for m in obs]

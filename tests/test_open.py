@@ -137,3 +137,36 @@ def test_readonly_open_refuses_writes(db_path: Path, t0):
         assert ro.count_memories(now=t0) == 1
         with pytest.raises(ValueError, match="read-only"):
             ro.remember("y", now=t0)
+
+
+
+def test_identifying_a_file_reads_one_snapshot(tmp_path: Path):
+    """Another process's first migration may commit while this one identifies the file: the answers must come
+    from one snapshot, or a brand-new memlens store looks like another application's (tables, no app id yet)."""
+    from core import db
+
+    path = tmp_path / "racing.db"
+    other = db.sqlite.connect(str(path), isolation_level=None)
+    other.execute("PRAGMA journal_mode = WAL")
+
+    class Reader:
+        """This process's connection; the other process commits right after the first question is answered."""
+
+        def __init__(self) -> None:
+            self.conn = db.sqlite.connect(str(path), isolation_level=None)
+
+        def execute(self, sql: str, *args: object):
+            cursor = self.conn.execute(sql, *args)
+            if sql == "PRAGMA application_id":
+                other.execute("BEGIN IMMEDIATE")
+                other.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY)")
+                other.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+                other.execute("COMMIT")
+            return cursor
+
+    reader = Reader()
+    try:
+        db._check_identity(reader, path)  # sees the file as it was before: empty, ours to initialise
+    finally:
+        reader.conn.close()
+        other.close()
