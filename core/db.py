@@ -12,6 +12,7 @@ import errno
 import os
 import random
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,17 +88,109 @@ def _register_functions(conn: Connection) -> None:
     conn.create_function("ml_index_text", 1, lambda t: index_text(t) if t is not None else "", deterministic=True)
 
 
-def _identify(path: Path) -> str:
-    """'new' for a missing or empty file, 'sqlite' for a SQLite file; raises for anything else."""
+# --- This process's open store files ----------------------------------------------------------------------------
+# POSIX drops *all* of a process's fcntl locks on a file the moment *any* descriptor on that file is closed. SQLite's
+# own connections share one descriptor per file and defer closing it while locks are held, but a plain open() of
+# the store (to read its header, to compare bytes) closes a descriptor SQLite knows nothing of. The process's read
+# locks then vanish, another process believes it is the last user, checkpoints and deletes the WAL under us, and
+# our next write goes into a deleted file and is lost (sqlite.org, "How To Corrupt An SQLite Database File" 2.2).
+# So every connection this module opens is counted per file, and the header is read through a descriptor of our
+# own only while the count is zero; the count is checked and the connection registered under one lock, so two
+# threads opening the same file at once cannot slip a header read in between.
+
+_open_files_lock = threading.Lock()
+_open_files: dict[tuple[int, int], int] = {}
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # stat opens no descriptor: it is safe while connections hold locks
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def in_use(path: Path | str) -> bool:
+    """True while a connection of this process has the store at ``path`` open.
+
+    Code that wants the raw bytes of the store, its ``-wal`` or its ``-shm`` (identity checks, erasure checks)
+    must not open them while this is true: closing that descriptor would drop the process's SQLite locks.
+    """
+    key = _file_key(Path(path))
+    with _open_files_lock:
+        return key is not None and _open_files.get(key, 0) > 0
+
+
+class _CountedConnection(sqlite.Connection):  # type: ignore[misc, name-defined, unused-ignore]
+    """A connection that leaves this process's count of open store files when it closes."""
+
+    _memlens_file_key: tuple[int, int] | None = None
+
+    def close(self) -> None:
+        key, self._memlens_file_key = self._memlens_file_key, None
+        try:
+            super().close()
+        finally:
+            if key is not None:
+                with _open_files_lock:
+                    left = _open_files.get(key, 0) - 1
+                    if left > 0:
+                        _open_files[key] = left
+                    else:
+                        _open_files.pop(key, None)
+
+
+def open_connection(path: Path, uri: str, *, before: Callable[[bool], None] | None = None) -> Connection:
+    """Connect to ``uri`` (the store at ``path``) and count the connection as this process's open file.
+
+    ``before(in_use)`` runs first, under the same lock: it may read the file's header itself only when ``in_use``
+    is false. Every connection to a store goes through here, so that rule holds for the whole process.
+    """
+    with _open_files_lock:
+        key = _file_key(path)
+        busy = key is not None and _open_files.get(key, 0) > 0
+        if before is not None:
+            before(busy)
+        conn = sqlite.connect(
+            uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000, factory=_CountedConnection
+        )
+        key = _file_key(path)  # the file may have been created just now
+        if key is not None:
+            conn._memlens_file_key = key
+            _open_files[key] = _open_files.get(key, 0) + 1
+    return conn
+
+
+def read_header(path: Path, size: int = 100) -> bytes | None:
+    """The first ``size`` bytes of the file, or None when this process has it open (see :func:`in_use`): then the
+    header is not read at all, since reading it could cost the process its locks, and SQLite already accepted it."""
+    with _open_files_lock:
+        key = _file_key(path)
+        if key is not None and _open_files.get(key, 0) > 0:
+            return None
+        return _read_head(path, size)
+
+
+def _read_head(path: Path, size: int) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(size)
+    except PermissionError as exc:
+        raise ReadOnlyStoreError(f"{path} cannot be read: {exc.strerror}") from None
+
+
+def _identify(path: Path, in_use: bool) -> str:
+    """'new' for a missing or empty file, 'sqlite' for a SQLite file; raises for anything else.
+
+    A file this process already has open is SQLite by definition and is not read again (see :func:`in_use`).
+    """
+    if in_use:
+        return "sqlite"
     if not path.exists():
         return "new"
     if path.is_dir():
         raise NotAMemlensDatabase(f"{path} is a folder, not a memlens database")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(100)
-    except PermissionError as exc:
-        raise ReadOnlyStoreError(f"{path} cannot be read: {exc.strerror}") from None
+    head = _read_head(path, 100)
     if not head:
         return "new"
     if head[: len(SQLITE_HEADER)] != SQLITE_HEADER:
@@ -147,25 +240,28 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
     written by a newer memlens. ``readonly`` opens with ``mode=ro`` (time-travel previews, doctor).
     """
     path = Path(path)
-    kind = _identify(path)
-    if kind == "new" and (readonly or not create):
-        state = "is empty" if path.exists() else "does not exist"
-        raise NotAMemlensDatabase(f"{path} {state} (use `memlens init` to create a store)")
-    if kind == "new":
-        try:
-            _make_private(path)
-            # Create the file ourselves so its mode is 0600 from the first byte.
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-            os.close(fd)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise DiskFullError(f"the disk holding {path} is full; nothing was written") from None
-            raise ReadOnlyStoreError(f"{path} cannot be created ({exc.strerror}); choose a folder you can write to") from None
-        uri = f"file:{path.as_posix()}?mode=rw"
-    else:
-        uri = f"file:{path.as_posix()}?mode={'ro' if readonly else 'rw'}"
+    kind = ""
+
+    def identify_and_create(busy: bool) -> None:
+        nonlocal kind
+        kind = _identify(path, busy)
+        if kind == "new" and (readonly or not create):
+            state = "is empty" if path.exists() else "does not exist"
+            raise NotAMemlensDatabase(f"{path} {state} (use `memlens init` to create a store)")
+        if kind == "new":
+            try:
+                _make_private(path)
+                # Create the file ourselves so its mode is 0600 from the first byte.
+                fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+                os.close(fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    raise DiskFullError(f"the disk holding {path} is full; nothing was written") from None
+                raise ReadOnlyStoreError(f"{path} cannot be created ({exc.strerror}); choose a folder you can write to") from None
+
+    uri = f"file:{path.as_posix()}?mode={'ro' if readonly else 'rw'}"
     try:
-        conn = sqlite.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = open_connection(path, uri, before=identify_and_create)
     except sqlite.Error as exc:
         raise classify(exc, path) from None
     try:

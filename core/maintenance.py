@@ -219,11 +219,9 @@ def _open_for_doctor(path: Path, *, write: bool) -> Iterator[tuple[db.Connection
         raise NotAMemlensDatabase(f"{path} does not exist")
     if path.is_dir():
         raise NotAMemlensDatabase(f"{path} is a folder, not a memlens database")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(db.SQLITE_HEADER))
-    except PermissionError as exc:
-        raise ReadOnlyStoreError(f"{path} cannot be read: {exc.strerror}") from None
+    head = db.read_header(path, len(db.SQLITE_HEADER))
+    if head is None:
+        head = db.SQLITE_HEADER  # this process has the store open: SQLite accepted it, and reading it could drop our locks
     if not head:
         raise NotAMemlensDatabase(f"{path} is empty: there is nothing to check (any memlens command that writes makes it a new store)")
     if head != db.SQLITE_HEADER:
@@ -233,9 +231,7 @@ def _open_for_doctor(path: Path, *, write: bool) -> Iterator[tuple[db.Connection
     modes = ("rw", "ro") if write else ("ro",)
     for mode in modes:
         try:
-            conn = db.sqlite.connect(
-                f"file:{path.as_posix()}?mode={mode}", uri=True, isolation_level=None, check_same_thread=False, timeout=db.BUSY_TIMEOUT_MS / 1000
-            )
+            conn = db.open_connection(path, f"file:{path.as_posix()}?mode={mode}")
             conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
             writable = mode == "rw"
             break

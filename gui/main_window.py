@@ -28,6 +28,7 @@ from gui.consolidate_dialog import ConsolidateDialog
 from gui.delegates import SnippetDelegate, StrengthDelegate
 from gui.detail import DetailData, DetailPane, load_curve, load_detail
 from gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
+from gui.file_dialogs import choose_open_file, choose_save_file
 from gui.icons import icon
 from gui.memory_model import COLUMN_INDEX, COLUMNS, ID_ROLE, MemoryQuery, MemoryTableModel
 from gui.new_memory_dialog import NewMemoryDialog
@@ -727,7 +728,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def new_store_dialog(self) -> None:
         """File > New Store: choose where, then create and open it."""
         start = str(self.path.parent if self.path else default_store_path().parent)
-        name, _ = QtWidgets.QFileDialog.getSaveFileName(self, "New store", os.path.join(start, "memory.db"), "memlens stores (*.db);;All files (*)")
+        name = choose_save_file(self, "New store", os.path.join(start, "memory.db"), "memlens stores (*.db);;All files (*)")
         if name:
             target = Path(name)
             if target.exists():
@@ -738,7 +739,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def open_store_dialog(self) -> None:
         """File > Open: choose an existing store."""
         start = str(self.path.parent if self.path else default_store_path().parent)
-        name, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open store", start, "memlens stores (*.db);;All files (*)")
+        name = choose_open_file(self, "Open store", start, "memlens stores (*.db);;All files (*)")
         if name:
             self.open_store(name, create=False)
 

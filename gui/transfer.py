@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.io import ExportSummary, ImportSummary, export_file, import_file
 from core.store import MemoryStore
+from gui.file_dialogs import choose_open_file, choose_save_file
 from gui.qt import QtCore, QtWidgets, Signal
 from gui.tasks import TaskContext
 
@@ -107,7 +108,7 @@ def start_import(window: MainWindow) -> None:
     """Ask for a file, then import it."""
     if window.path is None or window.read_only():
         return
-    name, _ = QtWidgets.QFileDialog.getOpenFileName(
+    name = choose_open_file(
         window, "Import memories", str(window.path.parent), "Exports (*.jsonl *.json);;All files (*)"
     )
     if name:
@@ -118,7 +119,7 @@ def start_export(window: MainWindow) -> None:
     """Ask where, then export."""
     if window.path is None:
         return
-    name, _ = QtWidgets.QFileDialog.getSaveFileName(
+    name = choose_save_file(
         window, "Export memories", str(window.path.with_suffix(".jsonl")), "memlens export (*.jsonl)"
     )
     if name:

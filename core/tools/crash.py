@@ -225,7 +225,7 @@ def digest(path: Path) -> str:
     """SHA-256 of every row of the state tables, in a fixed order: equal digests mean equal stores."""
     from core import db
 
-    conn = db.sqlite.connect(f"file:{path.as_posix()}?mode=ro", uri=True)
+    conn = db.open_connection(path, f"file:{path.as_posix()}?mode=ro")
     try:
         h = hashlib.sha256()
         for table in STATE_TABLES:
