@@ -24,26 +24,33 @@ app: $(STAMP)
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest
 	$(VENV)/bin/ruff check $(SRC) tests
-	$(VENV)/bin/mypy $(SRC)
+	$(MAKE) --no-print-directory typecheck
 
 ## Render the main views to PNG (offscreen) into resources/screenshots/.
 screenshots: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m gui.screenshots resources/screenshots
+	QT_QPA_PLATFORM=offscreen $(PY) -m memlens.gui.screenshots resources/screenshots
 
 ## Speed benchmarks against same-process baselines (see README, "Benchmarks").
 bench: $(STAMP)
-	$(PY) -m core.bench
+	$(PY) -m memlens.bench
 
 ## Retrieval quality on LoCoMo (the data is not in the repository; LOCOMO points at it).
 LOCOMO ?= ../shared/data/locomo/locomo-dev.json
 locomo: $(STAMP)
-	$(PY) -m core.eval.locomo --data $(LOCOMO)
+	$(PY) -m memlens.eval.locomo --data $(LOCOMO)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(SRC) tests
 
+# mypy cannot follow the installed name mapping (memlens -> core/, memlens.gui -> gui/), so it checks a tree of
+# links laid out as the wheel installs it.
+TYPECHECK_TREE := build/typecheck
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy $(SRC)
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/memlens
+	for f in core/*; do ln -s ../../../$$f $(TYPECHECK_TREE)/memlens/; done
+	ln -s ../../../gui $(TYPECHECK_TREE)/memlens/gui
+	ln -s ../../../resources $(TYPECHECK_TREE)/memlens/resources
+	cd $(TYPECHECK_TREE) && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p memlens
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

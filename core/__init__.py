@@ -2,12 +2,12 @@
 
 Start with :class:`MemoryStore`::
 
-    from core import MemoryStore
+    from memlens import MemoryStore
     with MemoryStore.open("memory.db") as store:
         store.remember("The project uses pnpm to install dependencies", project="web")
 """
 
-from core.errors import (
+from memlens.errors import (
     CorruptDatabaseError,
     InvalidInput,
     MemlensError,
@@ -18,8 +18,8 @@ from core.errors import (
     StoreEnvironmentError,
     StoreLockedError,
 )
-from core.models import Layer, Memory, Origin
-from core.store import AuditEntry, ForgetResult, Hit, MemoryStore, Session, SupersedePreview
+from memlens.models import Layer, Memory, Origin
+from memlens.store import AuditEntry, ForgetResult, Hit, MemoryStore, Session, SupersedePreview
 
 __version__ = "0.1.0"
 

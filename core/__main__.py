@@ -1,7 +1,7 @@
-"""``python -m core`` runs the memlens command line."""
+"""``python -m memlens`` runs the memlens command line."""
 
 import sys
 
-from core.cli import main
+from memlens.cli import main
 
 sys.exit(main())

@@ -16,7 +16,7 @@ from typing import Any
 
 import platformdirs
 
-from core.decay import DecayConfig
+from memlens.decay import DecayConfig
 
 ENV_DB = "MEMLENS_DB"
 

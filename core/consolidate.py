@@ -4,15 +4,15 @@ One run:
 
 1. **Episodes.** Every session that has ended, or has been idle for more than :data:`IDLE_MINUTES` at ``now``, and
    holds observations not yet summarised, gets one episodic ``summary`` memory built from those observations
-   (:func:`core.episodes.summarize_session`, or :func:`core.llm.llm_summarize_session` with an LLM). The session's
+   (:func:`memlens.episodes.summarize_session`, or :func:`memlens.llm.llm_summarize_session` with an LLM). The session's
    metadata records ``episode_ids`` and ``summarized_through`` (the last observation id summarised), so a session
    that resumes later gets a further episode for its new observations only.
 2. **Facts.** For each project with at least :data:`MIN_EPISODES` episodes whose latest :data:`LATEST_EPISODES`
    include one not yet mined, statements made in :data:`MIN_FACT_EPISODES` or more of those episodes become semantic
-   memories (TF-IDF clustering, :func:`core.extract.recurring_facts`; or :func:`core.llm.llm_extract`).
+   memories (TF-IDF clustering, :func:`memlens.extract.recurring_facts`; or :func:`memlens.llm.llm_extract`).
 3. **Workflows.** In the same pass, ordered tool-call sequences seen in :data:`MIN_WORKFLOW_SESSIONS` or more of
    those episodes' sessions become procedural memories with their trigger
-   (:func:`core.extract.recurring_workflows`; or the LLM's workflows).
+   (:func:`memlens.extract.recurring_workflows`; or the LLM's workflows).
 
 Every derived memory has origin ``consolidation`` and a ``derives`` relation to each of its sources. A derived
 memory that matches a latest one (supersede rules: same layer, compatible project) is not duplicated: at or above
@@ -33,17 +33,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from core import decay, supersede
-from core.db import Connection
-from core.episodes import EpisodeDraft, summarize_session
-from core.extract import FactDraft, WorkflowDraft, recurring_facts, recurring_workflows
-from core.llm import LLMClient, LLMConfig, LLMError, llm_extract, llm_summarize_session
-from core.models import Memory
-from core.redact import redact
-from core.text import similarity_tokens
+from memlens import decay, supersede
+from memlens.db import Connection
+from memlens.episodes import EpisodeDraft, summarize_session
+from memlens.extract import FactDraft, WorkflowDraft, recurring_facts, recurring_workflows
+from memlens.llm import LLMClient, LLMConfig, LLMError, llm_extract, llm_summarize_session
+from memlens.models import Memory
+from memlens.redact import redact
+from memlens.text import similarity_tokens
 
 if TYPE_CHECKING:
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
 #: A session with no event for this long counts as finished.
 IDLE_MINUTES = 30

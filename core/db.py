@@ -19,8 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from core import schema
-from core.errors import (
+from memlens import schema
+from memlens.errors import (
     CorruptDatabaseError,
     DiskFullError,
     NewerDatabaseError,
@@ -29,7 +29,7 @@ from core.errors import (
     StoreEnvironmentError,
     StoreLockedError,
 )
-from core.text import index_text
+from memlens.text import index_text
 
 
 def _pick_sqlite() -> ModuleType:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from core.models import Memory
+from memlens.models import Memory
 
 if TYPE_CHECKING:
     # Only strength_curve needs numpy; importing it there keeps ~50-100 ms off every `memlens hook` call.

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from core.consolidate import run as run_consolidation
-from core.errors import InvalidInput
-from core.store import MemoryStore
+from memlens.consolidate import run as run_consolidation
+from memlens.errors import InvalidInput
+from memlens.store import MemoryStore
 
 PROJECTS = ("shop-web", "etl-pipeline")
 
@@ -234,7 +234,7 @@ def _session(
         if t >= now:
             break
         if tool == "prompt":
-            # As the agent hooks record a prompt (core.hooks): the text itself, marked as a prompt event.
+            # As the agent hooks record a prompt (memlens.hooks): the text itself, marked as a prompt event.
             store.remember(
                 str(tool_input), type="observation", layer="working", project=project, session_id=session_id,
                 metadata={"event": "prompt", "tool_name": "prompt"}, origin="user", supersede=False, now=t,

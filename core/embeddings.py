@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.errors import MemlensError
-from core.http_json import JsonEndpoint, check_endpoint, endpoint_from_env, snippet
+from memlens.errors import MemlensError
+from memlens.http_json import JsonEndpoint, check_endpoint, endpoint_from_env, snippet
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.models import Memory
+from memlens.models import Memory
 
 #: Events that mark an observation as a user prompt (memlens' own name and Claude Code's hook name).
 PROMPT_EVENTS = frozenset({"prompt", "userpromptsubmit", "user_prompt"})

@@ -1,6 +1,6 @@
 """Why a memory is where it is, in a sentence or two.
 
-The sentences are built from the same rule functions the sweep uses (:mod:`core.sweep`), so "the next sweep forgets
+The sentences are built from the same rule functions the sweep uses (:mod:`memlens.sweep`), so "the next sweep forgets
 it" is said exactly when a sweep at that ``now`` would. Nothing here writes.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from core import decay
-from core import sweep as sweep_rules
-from core.errors import NotFound
-from core.models import Memory
-from core.supersede import compatible_projects
-from core.text import jaccard, similarity_tokens
+from memlens import decay
+from memlens import sweep as sweep_rules
+from memlens.errors import NotFound
+from memlens.models import Memory
+from memlens.supersede import compatible_projects
+from memlens.text import jaccard, similarity_tokens
 
 if TYPE_CHECKING:
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
 #: Audit operations that erase memories.
 _ERASING = ("forget", "forget_session", "sweep", "forget_matching")
@@ -26,7 +26,7 @@ _ERASING = ("forget", "forget_session", "sweep", "forget_matching")
 def explain(store: MemoryStore, memory_id: int, *, now: datetime) -> str:
     """One or two sentences on a memory's state at ``now``: its strength and what the next sweep does with it,
     what superseded it, what it came from. For a forgotten id, when and why it was erased (from the audit log);
-    an id that never existed raises :class:`core.errors.NotFound`."""
+    an id that never existed raises :class:`memlens.errors.NotFound`."""
     try:
         memory = store.get(memory_id)
     except NotFound:
@@ -150,7 +150,7 @@ def _context(store: MemoryStore, memory: Memory, now: datetime) -> str:
 def _newer_duplicate(store: MemoryStore, memory: Memory, now: datetime, *, contested: bool = True) -> tuple[int, float] | None:
     """The newer near-duplicate (id, similarity) that hides this memory at the next sweep, if any.
 
-    A newer memory takes one older one only (see :func:`core.sweep.dedupe_by_newer`): with ``contested`` the other
+    A newer memory takes one older one only (see :func:`memlens.sweep.dedupe_by_newer`): with ``contested`` the other
     older memories whose best match is the same newer one are weighed too, and this one must win."""
     settings = store.settings
     if not memory.is_latest or not memory.tags or memory.pinned:

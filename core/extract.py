@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from core.episodes import STRUCTURAL_LABELS, ObservationView, clip_text, read_observation, step_name
-from core.models import Memory
-from core.text import STOPWORDS, default_title, similarity_tokens
+from memlens.episodes import STRUCTURAL_LABELS, ObservationView, clip_text, read_observation, step_name
+from memlens.models import Memory
+from memlens.text import STOPWORDS, default_title, similarity_tokens
 
 #: The knowledge types a fact draft can carry.
 FACT_TYPES: tuple[str, ...] = ("fact", "preference", "decision", "pattern")
@@ -244,7 +244,7 @@ def candidate_sentences(episode: Memory) -> list[str]:
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased content words of ``text`` in order: stop words and one-letter words dropped, a plural "s"
-    stripped, and non-ASCII words (CJK runs as bigrams) tokenised as ``core.text.similarity_tokens`` does."""
+    stripped, and non-ASCII words (CJK runs as bigrams) tokenised as ``memlens.text.similarity_tokens`` does."""
     tokens: list[str] = []
     for token in _TOKEN.findall(text.lower()):
         if not token.isascii():

@@ -34,10 +34,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from core import db
-from core.errors import InvalidInput, MemlensError, StoreLockedError
-from core.models import Layer, Origin
-from core.redact import redact_text, redact_value
+from memlens import db
+from memlens.errors import InvalidInput, MemlensError, StoreLockedError
+from memlens.models import Layer, Origin
+from memlens.redact import redact_text, redact_value
 
 #: The same event (session, tool, input) seen again within this window is not stored again.
 DUPLICATE_WINDOW = timedelta(minutes=5)
@@ -170,7 +170,7 @@ def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None 
             event = json.loads(text)
         except ValueError as exc:
             raise InvalidInput(f"the hook input is not JSON ({exc})") from None
-        from core.store import MemoryStore
+        from memlens.store import MemoryStore
 
         patience, db.LOCK_RETRY_SECONDS = db.LOCK_RETRY_SECONDS, HOOK_LOCK_WAIT_SECONDS
         try:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.errors import MemlensError
+from memlens.errors import MemlensError
 
 #: Longest piece of an endpoint's answer quoted in an error message.
 SNIPPET_CHARS = 200

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.episodes import EpisodeDraft, clip_text, summarize_session
-from core.errors import MemlensError
-from core.extract import FACT_TYPES, FactDraft, WorkflowDraft
-from core.http_json import JsonEndpoint, check_endpoint, endpoint_from_env
-from core.models import Memory
+from memlens.episodes import EpisodeDraft, clip_text, summarize_session
+from memlens.errors import MemlensError
+from memlens.extract import FACT_TYPES, FactDraft, WorkflowDraft
+from memlens.http_json import JsonEndpoint, check_endpoint, endpoint_from_env
+from memlens.models import Memory
 
 MAX_FACTS = 50
 MAX_WORKFLOWS = 20

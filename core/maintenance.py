@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core import db, schema, supersede
-from core.errors import CorruptDatabaseError, DiskFullError, InvalidInput, NotAMemlensDatabase, ReadOnlyStoreError, StoreEnvironmentError
-from core.text import similarity_tokens
+from memlens import db, schema, supersede
+from memlens.errors import CorruptDatabaseError, DiskFullError, InvalidInput, NotAMemlensDatabase, ReadOnlyStoreError, StoreEnvironmentError
+from memlens.text import similarity_tokens
 
 #: At most this many example problems are listed per check (the counts are always complete).
 MAX_EXAMPLES = 10
@@ -213,7 +213,7 @@ def _classified(exc: BaseException, path: Path) -> Exception:
 
 @contextlib.contextmanager
 def _open_for_doctor(path: Path, *, write: bool) -> Iterator[tuple[db.Connection, bool]]:
-    """A connection that does not go through :func:`core.db.connect`'s refusals (the doctor must look at a store
+    """A connection that does not go through :func:`memlens.db.connect`'s refusals (the doctor must look at a store
     with missing tables) but still never touches a file that is not a memlens store. Yields (conn, writable)."""
     if not path.exists():
         raise NotAMemlensDatabase(f"{path} does not exist")
@@ -255,7 +255,7 @@ def _open_for_doctor(path: Path, *, write: bool) -> Iterator[tuple[db.Connection
 def doctor(path: str | Path, *, repair: bool = False, now: datetime | None = None) -> DoctorReport:
     """Check the store at ``path``; with ``repair``, rebuild what can be rebuilt and check again.
 
-    Without ``repair`` nothing in the file changes. Raises :class:`core.errors.NotAMemlensDatabase` for a file
+    Without ``repair`` nothing in the file changes. Raises :class:`memlens.errors.NotAMemlensDatabase` for a file
     that is not a memlens store (it is not touched), and a StoreEnvironmentError when the file cannot be read.
     A store written by a newer memlens is reported (check ``schema``), never repaired.
     """
@@ -595,7 +595,7 @@ def _check_chains(conn: db.Connection) -> Check:
 
 
 def _check_audit(conn: db.Connection, path: Path) -> Check:
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
     # A read-only view of the same connection: the store's own chain walk, not a second implementation of it.
     check = MemoryStore(conn, path, readonly=True).verify_audit()
@@ -639,7 +639,7 @@ def _statements_for(table: str) -> list[str]:
 
 def _repair(conn: db.Connection, path: Path, checks: list[Check], now: datetime) -> list[str]:
     """Fix everything repairable in one transaction (all of it or none of it) and audit it."""
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
     failed = {c.name for c in checks if not c.ok}
     repairs: list[str] = []

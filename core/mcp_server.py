@@ -2,7 +2,7 @@
 
 ``memlens mcp [--db PATH]`` serves one store over stdio with the official ``mcp`` SDK (the optional extra
 ``memlens[mcp]``). Tools: ``save``, ``recall``, ``forget``, ``observe``, ``history``, ``preview_supersede`` and
-``stats``. They are thin: each calls the same :class:`core.store.MemoryStore` method the CLI and the GUI use.
+``stats``. They are thin: each calls the same :class:`memlens.store.MemoryStore` method the CLI and the GUI use.
 A bad argument or an unknown id comes back as a tool error with the store's readable message (the model can
 correct itself); the server keeps running.
 """
@@ -21,9 +21,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from core.errors import MemlensError
-from core.models import Memory
-from core.store import MemoryStore
+from memlens.errors import MemlensError
+from memlens.models import Memory
+from memlens.store import MemoryStore
 
 INSTRUCTIONS = """\
 memlens is your long-term memory. Use `recall` at the start of a task and whenever earlier decisions, \
@@ -177,7 +177,7 @@ class MemlensTools:
 
 def build_server(store: MemoryStore) -> MCPServer:
     """An MCP server whose tools work on ``store`` (the caller keeps it open while the server runs)."""
-    from core import __version__
+    from memlens import __version__
 
     tools = MemlensTools(store)
     server: MCPServer = MCPServer("memlens", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")

@@ -1,7 +1,7 @@
 """The database schema and its migrations, in order.
 
 A migration is a list of statements applied in one transaction together with ``PRAGMA user_version``; a store
-whose version is higher than :data:`SCHEMA_VERSION` is refused (see :mod:`core.db`). Times are stored as UTC
+whose version is higher than :data:`SCHEMA_VERSION` is refused (see :mod:`memlens.db`). Times are stored as UTC
 epoch seconds (REAL) so comparisons and indexes stay cheap at a million rows.
 """
 

@@ -1,7 +1,7 @@
 """MemoryStore: the public Python API over one memlens SQLite file.
 
 Everything that reads or writes memories goes through this class: the CLI, the MCP server, hooks and the GUI use
-nothing else. Every write runs in one transaction (see :func:`core.db.transaction`) and leaves one audit entry per
+nothing else. Every write runs in one transaction (see :func:`memlens.db.transaction`) and leaves one audit entry per
 logical change; every time-dependent call takes ``now`` (an aware datetime; the current time if omitted).
 """
 
@@ -19,13 +19,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core import db, decay, supersede
-from core.config import StoreSettings, default_store_path
-from core.errors import InvalidInput, NotFound, QueryError, StoreEnvironmentError
-from core.io import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, SessionRecord
-from core.models import DEFAULT_LAYER_FOR_TYPE, RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
-from core.redact import redact, redact_value
-from core.text import (
+from memlens import db, decay, supersede
+from memlens.config import StoreSettings, default_store_path
+from memlens.errors import InvalidInput, NotFound, QueryError, StoreEnvironmentError
+from memlens.io import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, SessionRecord
+from memlens.models import DEFAULT_LAYER_FOR_TYPE, RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
+from memlens.redact import redact, redact_value
+from memlens.text import (
     MAX_CONTENT_CHARS,
     clean_text,
     default_title,
@@ -39,10 +39,10 @@ if TYPE_CHECKING:
     # Result types of the lifecycle methods at the end of MemoryStore (those modules are imported when called).
     from collections.abc import Callable
 
-    from core.consolidate import ConsolidationReport
-    from core.embeddings import EmbeddingClient
-    from core.llm import LLMConfig
-    from core.sweep import SweepReport
+    from memlens.consolidate import ConsolidationReport
+    from memlens.embeddings import EmbeddingClient
+    from memlens.llm import LLMConfig
+    from memlens.sweep import SweepReport
 
 _MEMORY_COLUMNS = (
     "id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, created_at, "
@@ -412,7 +412,7 @@ class MemoryStore:
     ) -> MemoryStore:
         """Open the store at ``path`` (default: ``$MEMLENS_DB`` or the user data folder), creating it if allowed.
 
-        Raises a :class:`core.errors.StoreEnvironmentError` subclass with a readable message for a file that is
+        Raises a :class:`memlens.errors.StoreEnvironmentError` subclass with a readable message for a file that is
         not a memlens store, is corrupt, was written by a newer memlens, is locked or cannot be written.
         """
         resolved = Path(path).expanduser() if path is not None else default_store_path()
@@ -1968,7 +1968,7 @@ class MemoryStore:
         return row is not None
 
     def import_records(self, batch: ImportBatch, *, now: datetime | None = None, progress: Progress | None = None) -> ImportSummary:
-        """Write a checked import batch (see :mod:`core.io`) in one transaction and say what happened.
+        """Write a checked import batch (see :mod:`memlens.io`) in one transaction and say what happened.
 
         Unlike :meth:`remember`, every field is written as given: ids (kept when this store never used them),
         versions, parent and chain links, times, access counts and access times. Text, titles and metadata are
@@ -2465,20 +2465,20 @@ class MemoryStore:
             summary.warnings.append(f"{repaired - shown} more version chains were repaired the same way")
 
 
-    # lifecycle (delegates to core.sweep, core.explain, core.consolidate) ------------------------------------------
+    # lifecycle (delegates to memlens.sweep, memlens.explain, memlens.consolidate) ------------------------------------------
 
     def sweep(self, *, now: datetime | None = None, dry_run: bool = False) -> SweepReport:
         """Run the auto-forget sweep at ``now``: TTL, weak, low-value, near-duplicate and capacity rules (see
-        :mod:`core.sweep`). Each decision names the memory, the rule and the numbers, and is audited. With
+        :mod:`memlens.sweep`). Each decision names the memory, the rule and the numbers, and is audited. With
         ``dry_run=True`` nothing is written and the report is exactly what a real sweep at that ``now`` would do."""
-        from core.sweep import run as run_sweep
+        from memlens.sweep import run as run_sweep
 
         return run_sweep(self, now=_now(now), dry_run=dry_run)
 
     def explain(self, memory_id: int, *, now: datetime | None = None) -> str:
         """Why a memory is where it is, in a sentence or two (strength and what the next sweep does with it,
         who superseded it, what it was derived from; for a forgotten id, when and why it went)."""
-        from core.explain import explain as explain_memory
+        from memlens.explain import explain as explain_memory
 
         return explain_memory(self, _check_id(memory_id), now=_now(now))
 
@@ -2518,9 +2518,9 @@ class MemoryStore:
         cancel: Callable[[], bool] | None = None,
     ) -> ConsolidationReport:
         """Consolidate: an episode per finished or idle session, facts stated in several episodes, recurring
-        workflows (see :mod:`core.consolidate`). Uses the LLM when ``llm`` is given or ``MEMLENS_LLM_*`` is set,
+        workflows (see :mod:`memlens.consolidate`). Uses the LLM when ``llm`` is given or ``MEMLENS_LLM_*`` is set,
         the deterministic method otherwise. All or nothing: a failure or ``cancel()`` leaves the store unchanged."""
-        from core.consolidate import run as run_consolidation
+        from memlens.consolidate import run as run_consolidation
 
         return run_consolidation(self, now=_now(now), llm=llm, progress=progress, cancel=cancel)
 
@@ -2545,7 +2545,7 @@ class MemoryStore:
         ``embed``: the model, dimension and counts, never text). Raises ``EmbeddingError`` when the endpoint fails or
         answers wrongly; the failing batch writes nothing.
         """
-        from core.embeddings import EmbeddingError, vector_to_blob
+        from memlens.embeddings import EmbeddingError, vector_to_blob
 
         now = _now(now)
         if self.readonly:
@@ -2606,7 +2606,7 @@ class MemoryStore:
         (k=60): the rows with the vector-only candidates appended (their bm25 is 0.0), the fused relevance by id
         (1.0 for the best) and each vector candidate's 1-based rank. When no embedder is configured, the endpoint
         fails or the store has no vectors, it is ``(rows, {}, {})``: search goes on with bm25 alone."""
-        from core.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
+        from memlens.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
 
         try:
             if embedder is None:
@@ -2650,7 +2650,7 @@ class MemoryStore:
         stored vectors, read in chunks: linear in the number of vectors."""
         import numpy as np
 
-        from core.embeddings import EmbeddingError, blobs_to_matrix
+        from memlens.embeddings import EmbeddingError, blobs_to_matrix
 
         query_vectors = embedder.embed([query])
         if query_vectors.ndim != 2 or query_vectors.shape[0] != 1 or query_vectors.shape[1] < 1:

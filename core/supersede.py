@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.db import Connection
-from core.text import jaccard, similarity_tokens, token_key
+from memlens.db import Connection
+from memlens.text import jaccard, similarity_tokens, token_key
 
 if TYPE_CHECKING:
     # Imported where it is used: observations (every agent hook) never reach find_best and should not pay for numpy.

@@ -30,7 +30,7 @@ pinning or latest state changed since, read from the audit log), through the sup
 the store is over capacity are the latest memories ranked.
 
 :func:`plan` decides and writes nothing, so a dry run at ``now`` is exactly the plan a real sweep at that ``now``
-carries out (:meth:`core.store.MemoryStore.sweep` plans and applies inside one transaction).
+carries out (:meth:`memlens.store.MemoryStore.sweep` plans and applies inside one transaction).
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from core import decay, supersede
-from core.config import StoreSettings
-from core.db import Connection
-from core.models import utc_from_ts
-from core.supersede import compatible_projects
-from core.text import jaccard, similarity_tokens, token_key
+from memlens import decay, supersede
+from memlens.config import StoreSettings
+from memlens.db import Connection
+from memlens.models import utc_from_ts
+from memlens.supersede import compatible_projects
+from memlens.text import jaccard, similarity_tokens, token_key
 
 #: The rules, in the order they are applied.
 RULES: tuple[str, ...] = ("ttl", "weak", "low_value", "duplicate", "capacity")
@@ -66,7 +66,7 @@ STATE_KEY = "sweep_state"
 _CHUNK = 500
 
 if TYPE_CHECKING:
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -499,7 +499,7 @@ def _load_latest(conn: Connection, ids: list[int], cache: dict[int, _Latest | No
 def _similar_candidates(conn: Connection, tokens: frozenset[str], threshold: float) -> set[int]:
     """Ids of latest memories that could have Jaccard similarity above ``threshold`` with ``tokens``.
 
-    Prefix filtering, as in :mod:`core.supersede`: a set with similarity above t shares more than t·|x| tokens with
+    Prefix filtering, as in :mod:`memlens.supersede`: a set with similarity above t shares more than t·|x| tokens with
     x, so it holds at least one of any |x| - ceil(t·|x|) + 1 of x's tokens; the rarest ones are probed.
     """
     if not tokens:

@@ -1,7 +1,7 @@
-"""``python -m gui [PATH]`` opens the inspector."""
+"""``python -m memlens.gui [PATH]`` opens the inspector."""
 
 import sys
 
-from gui.app import main
+from memlens.gui.app import main
 
 raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else None))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from core.config import default_store_path
-from gui import theme
-from gui.main_window import MainWindow
-from gui.preferences import Preferences
-from gui.qt import QtCore, QtGui, QtWidgets
+from memlens.config import default_store_path
+from memlens.gui import theme
+from memlens.gui.icons import icon
+from memlens.gui.main_window import MainWindow
+from memlens.gui.preferences import Preferences
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
 
 ORGANIZATION = "memlens"
 APPLICATION = "memlens"
@@ -25,12 +26,20 @@ def make_application(argv: list[str] | None = None) -> QtWidgets.QApplication:
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("memlens")
-    app.setWindowIcon(QtGui.QIcon(str(Path(__file__).resolve().parent.parent / "resources" / "icons" / "app.svg")))
+    app.setWindowIcon(icon("app"))
     return app
 
 
-def main(path: str | Path | None = None, *, theme_name: str | None = None) -> int:
-    """Open the inspector on ``path`` (default: ``$MEMLENS_DB`` or the user data folder) and run until closed."""
+#: How long ``--check`` waits for the window to open the store and show its first page.
+CHECK_TIMEOUT_MS = 60_000
+
+
+def main(path: str | Path | None = None, *, theme_name: str | None = None, check: bool = False) -> int:
+    """Open the inspector on ``path`` (default: ``$MEMLENS_DB`` or the user data folder) and run until closed.
+
+    With ``check`` the window opens the store, shows its first page, then closes and returns 0 (1 if it could not
+    within a minute): a way to prove an installation works, resources included, without a person at the screen.
+    """
     app = make_application()
     settings = QtCore.QSettings(ORGANIZATION, APPLICATION)
     prefs = Preferences.load(settings)
@@ -40,8 +49,36 @@ def main(path: str | Path | None = None, *, theme_name: str | None = None) -> in
     theme.apply(app, prefs.theme)
     window = MainWindow(settings)
     window.show()
+    if check:
+        _close_when_shown(app, window)
     window.open_store(Path(path) if path is not None else default_store_path(), create=True)
     return int(app.exec())
+
+
+def _close_when_shown(app: QtWidgets.QApplication, window: MainWindow) -> None:
+    opened: list[str] = []
+    poll = QtCore.QTimer(window)
+    poll.setObjectName("installCheckTimer")
+    poll.setInterval(50)
+
+    def finish(code: int, message: str) -> None:
+        poll.stop()
+        print(message, file=sys.stdout if code == 0 else sys.stderr, flush=True)
+        window.close()
+        app.exit(code)
+
+    def tick() -> None:
+        if opened and window.is_idle():
+            finish(0, f"memlens gui: opened {opened[0]} and showed {window.model.rowCount():,} rows")
+
+    window.store_opened.connect(opened.append)
+    poll.timeout.connect(tick)
+    poll.start()
+    def give_up() -> None:
+        if poll.isActive():
+            finish(1, "memlens gui: the window did not open the store")
+
+    QtCore.QTimer.singleShot(CHECK_TIMEOUT_MS, give_up)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from core.store import AuditCheck, AuditEntry, MemoryStore
-from gui import format as fmt
-from gui.lazy_model import LazyTableModel
-from gui.qt import QtCore, QtWidgets, Signal
-from gui.tasks import StoreReader
+from memlens.gui import format as fmt
+from memlens.gui.lazy_model import LazyTableModel
+from memlens.gui.qt import QtCore, QtWidgets, Signal
+from memlens.gui.tasks import StoreReader
+from memlens.store import AuditCheck, AuditEntry, MemoryStore
 
 ENTRY_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 

@@ -1,5 +1,5 @@
-"""``python -m gui.bench --db PATH``: how fast the inspector opens a large store and scrolls to its end, and its
-peak memory. Run offscreen by ``python -m core.bench`` (core never imports Qt, so it starts this in a process of
+"""``python -m memlens.gui.bench --db PATH``: how fast the inspector opens a large store and scrolls to its end, and its
+peak memory. Run offscreen by ``python -m memlens.bench`` (core never imports Qt, so it starts this in a process of
 its own); prints JSON with ``--json``.
 
 The clock starts before the window asks for the store and stops when the memory table, once it has rows, has
@@ -22,7 +22,7 @@ from typing import Any
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from gui.qt import QtCore, QtGui, QtWidgets
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
 
 
 def _wait(done: Any, timeout: float) -> bool:
@@ -53,8 +53,8 @@ def peak_rss_mb() -> float:
 
 def run(path: Path, *, timeout: float = 60.0) -> dict[str, Any]:
     """Open ``path`` in a 1280x800 main window (settings in a throw-away file), time first rows and scrolling."""
-    from gui.app import make_application
-    from gui.main_window import MainWindow
+    from memlens.gui.app import make_application
+    from memlens.gui.main_window import MainWindow
 
     app = make_application([])
     with tempfile.TemporaryDirectory(prefix="memlens-gui-bench-") as tmp:
@@ -102,7 +102,7 @@ def run(path: Path, *, timeout: float = 60.0) -> dict[str, Any]:
         app.processEvents()
     total: int | str | None = None
     try:
-        from core.store import MemoryStore
+        from memlens.store import MemoryStore
 
         with MemoryStore.open(path, readonly=True) as store:
             total = store.count_memories()
@@ -123,13 +123,13 @@ def run(path: Path, *, timeout: float = 60.0) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m gui.bench", description="Open-and-scroll timing of the inspector on a store.")
+    parser = argparse.ArgumentParser(prog="python -m memlens.gui.bench", description="Open-and-scroll timing of the inspector on a store.")
     parser.add_argument("--db", type=Path, required=True, help="the store to open (it is not changed by the benchmark itself)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds allowed for each of opening and scrolling (default 60)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     if not args.db.exists():
-        print(f"python -m gui.bench: {args.db} does not exist", file=sys.stderr)
+        print(f"python -m memlens.gui.bench: {args.db} does not exist", file=sys.stderr)
         return 2
     result = run(args.db, timeout=args.timeout)
     if args.json:

@@ -14,17 +14,22 @@ def register(sub: Any) -> None:
     """Add the ``gui`` subcommand."""
     p = sub.add_parser("gui", help="open the desktop inspector (PySide6) on the store")
     p.add_argument("--theme", choices=["system", "light", "dark"], help="colour theme for this run (saved as the default)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="open the window on the store, wait for its first page, then close and exit 0 (checks an installation)",
+    )
     p.set_defaults(handler=cmd_gui)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
     """Start the desktop app on ``--db`` / ``$MEMLENS_DB`` / the default store."""
-    from core.cli import store_path
+    from memlens.cli import store_path
 
     try:
-        from gui.app import main
+        from memlens.gui.app import main
     except ImportError as exc:
-        from core.errors import MemlensError
+        from memlens.errors import MemlensError
 
         raise MemlensError(f"the desktop app needs PySide6 (pip install 'memlens[gui]'): {exc}") from None
-    return main(store_path(args), theme_name=args.theme)
+    return main(store_path(args), theme_name=args.theme, check=args.check)

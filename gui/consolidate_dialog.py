@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import html
 
-from core.consolidate import ConsolidationReport
-from gui.qt import QtCore, QtWidgets, Signal
+from memlens.consolidate import ConsolidationReport
+from memlens.gui.qt import QtCore, QtWidgets, Signal
 
 ID_ROLE = QtCore.Qt.ItemDataRole.UserRole
 
@@ -103,7 +103,7 @@ class ConsolidateDialog(QtWidgets.QDialog):
         )
         for label, ids in groups:
             parent = QtWidgets.QTreeWidgetItem([f"{label} ({len(ids)})"])
-            parent.setData(0, ID_ROLE, 0)  # never leave item data empty: see gui.qt
+            parent.setData(0, ID_ROLE, 0)  # never leave item data empty: see memlens.gui.qt
             self.results.addTopLevelItem(parent)
             for memory_id in ids:
                 title = titles.get(memory_id)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 
-from core.text import SNIPPET_CLOSE, SNIPPET_OPEN
-from gui.qt import QtCore, QtGui, QtWidgets
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
+from memlens.text import SNIPPET_CLOSE, SNIPPET_OPEN
 
 
 def snippet_html(snippet: str) -> str:

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.decay import strength
-from core.models import Memory
-from core.store import AuditEntry, MemoryStore, Relation, Session
-from core.text import highlight_spans, query_terms
-from gui import format as fmt
-from gui.diff import diff_html
-from gui.icons import icon
-from gui.qt import QtCore, QtWidgets, Signal
-from gui.strength_chart import CurveData, StrengthChart
+from memlens.decay import strength
+from memlens.gui import format as fmt
+from memlens.gui.diff import diff_html
+from memlens.gui.icons import icon
+from memlens.gui.qt import QtCore, QtWidgets, Signal
+from memlens.gui.strength_chart import CurveData, StrengthChart
+from memlens.models import Memory
+from memlens.store import AuditEntry, MemoryStore, Relation, Session
+from memlens.text import highlight_spans, query_terms
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from core.config import StoreSettings
-from core.decay import DEFAULT_RATES
-from core.models import Memory
-from gui import format as fmt
-from gui.preferences import Preferences
-from gui.qt import QtCore, QtWidgets, Signal
-from gui.theme import THEMES
+from memlens.config import StoreSettings
+from memlens.decay import DEFAULT_RATES
+from memlens.gui import format as fmt
+from memlens.gui.preferences import Preferences
+from memlens.gui.qt import QtCore, QtWidgets, Signal
+from memlens.gui.theme import THEMES
+from memlens.models import Memory
 
 
 def _name(widget: QtWidgets.QWidget, name: str, accessible: str) -> Any:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from core.text import similarity_tokens
+from memlens.text import similarity_tokens
 
 _TOKENS = re.compile(r"\s+|[^\s]+")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
@@ -68,7 +68,7 @@ def diff_html(old: str, new: str) -> str:
 def token_highlight_html(text: str, styles: dict[str, str]) -> str:
     """``text`` as HTML in which each word is wrapped in the CSS style of its similarity token.
 
-    ``styles`` maps similarity tokens (as :func:`core.text.similarity_tokens` makes them) to inline CSS; words
+    ``styles`` maps similarity tokens (as :func:`memlens.text.similarity_tokens` makes them) to inline CSS; words
     whose tokens are not in it stay plain.
     """
     out: list[str] = []

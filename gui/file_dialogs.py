@@ -4,13 +4,13 @@ Qt's own file dialog asks the MIME database what each listed file is, to pick it
 for a name without a known suffix (``memory.db-wal``, ``memory.db-shm``, often ``memory.db``) that means opening
 the file and reading its first bytes. In a process holding SQLite connections that is fatal: closing that
 descriptor drops all of the process's locks on the file (POSIX), another process then believes it is the last
-user and checkpoints and deletes the WAL under us (see :mod:`core.db`). These dialogs use Qt's widget dialog with
+user and checkpoints and deletes the WAL under us (see :mod:`memlens.db`). These dialogs use Qt's widget dialog with
 an icon provider that looks at names and stat() results only, so a dialog opened on the store's folder is safe.
 """
 
 from __future__ import annotations
 
-from gui.qt import QtCore, QtGui, QtWidgets
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
 
 
 class NameOnlyIconProvider(QtWidgets.QFileIconProvider):

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.store import AuditEntry
+from memlens.store import AuditEntry
 
 
 def when(dt: datetime | None) -> str:

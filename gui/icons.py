@@ -7,18 +7,19 @@ rendering. Each icon is rendered at several sizes (up to 4x a toolbar icon) so h
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
+from importlib import resources
 
-from gui.qt import QtCore, QtGui, QtSvg, QtWidgets
+from memlens.gui.qt import QtCore, QtGui, QtSvg, QtWidgets
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+#: The app's package data (installed as memlens.resources; resources/ in the repository).
+RESOURCES = resources.files("memlens.resources")
 ICONS = RESOURCES / "icons"
 _SIZES = (16, 20, 24, 32, 40, 48, 64, 96, 128)
 
 
 def icon_names() -> list[str]:
     """Every icon the app ships."""
-    return sorted(p.stem for p in ICONS.glob("*.svg"))
+    return sorted(p.name.removesuffix(".svg") for p in ICONS.iterdir() if p.name.endswith(".svg"))
 
 
 def _tint() -> str:
@@ -26,6 +27,11 @@ def _tint() -> str:
     if isinstance(app, QtWidgets.QApplication):
         return str(app.palette().color(QtGui.QPalette.ColorRole.WindowText).name())
     return "#333333"
+
+
+def style_sheet() -> str:
+    """The app's style sheet (resources/style.qss)."""
+    return (RESOURCES / "style.qss").read_text(encoding="utf-8")
 
 
 def icon(name: str, color: str | None = None) -> QtGui.QIcon:
@@ -36,7 +42,7 @@ def icon(name: str, color: str | None = None) -> QtGui.QIcon:
 @cache
 def _icon(name: str, color: str) -> QtGui.QIcon:
     path = ICONS / f"{name}.svg"
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(f"no icon {name!r} in {ICONS}")
     data = path.read_text(encoding="utf-8").replace("currentColor", color).encode("utf-8")
     renderer = QtSvg.QSvgRenderer(QtCore.QByteArray(data))

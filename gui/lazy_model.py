@@ -17,9 +17,9 @@ import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
-from core.store import MemoryStore
-from gui.qt import QtCore, Signal
-from gui.tasks import StoreReader
+from memlens.gui.qt import QtCore, Signal
+from memlens.gui.tasks import StoreReader
+from memlens.store import MemoryStore
 
 Index = QtCore.QModelIndex | QtCore.QPersistentModelIndex
 _ids = itertools.count(1)

@@ -1,6 +1,6 @@
 """The inspector's main window: sidebar, memory table, detail pane, audit log, sessions, and every action.
 
-All store work goes through :class:`gui.tasks.StoreReader` (reads) and :class:`gui.tasks.TaskRunner` (writes and
+All store work goes through :class:`memlens.gui.tasks.StoreReader` (reads) and :class:`memlens.gui.tasks.TaskRunner` (writes and
 long operations), so the window never waits on SQLite. After any write of its own, and whenever the live poll sees
 another process commit (``PRAGMA data_version``), :meth:`MainWindow.refresh_all` reloads counts, the visible rows and
 the open detail in place.
@@ -15,28 +15,28 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from core import demo
-from core.config import StoreSettings, default_store_path
-from core.errors import MemlensError, NotFound
-from core.llm import LLMConfig, LLMError
-from core.models import KNOWN_TYPES, Layer, Memory
-from core.store import MemoryStore
-from gui import format as fmt
-from gui import theme
-from gui.audit_view import AuditView
-from gui.consolidate_dialog import ConsolidateDialog
-from gui.delegates import SnippetDelegate, StrengthDelegate
-from gui.detail import DetailData, DetailPane, load_curve, load_detail
-from gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
-from gui.file_dialogs import choose_open_file, choose_save_file
-from gui.icons import icon
-from gui.memory_model import COLUMN_INDEX, COLUMNS, ID_ROLE, MemoryQuery, MemoryTableModel
-from gui.new_memory_dialog import NewMemoryDialog
-from gui.preferences import Preferences
-from gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
-from gui.scheduler import LifecycleScheduler
-from gui.sessions_view import SessionsView
-from gui.tasks import StoreReader, TaskContext, TaskRunner
+from memlens import demo
+from memlens.config import StoreSettings, default_store_path
+from memlens.errors import MemlensError, NotFound
+from memlens.gui import format as fmt
+from memlens.gui import theme
+from memlens.gui.audit_view import AuditView
+from memlens.gui.consolidate_dialog import ConsolidateDialog
+from memlens.gui.delegates import SnippetDelegate, StrengthDelegate
+from memlens.gui.detail import DetailData, DetailPane, load_curve, load_detail
+from memlens.gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
+from memlens.gui.file_dialogs import choose_open_file, choose_save_file
+from memlens.gui.icons import icon
+from memlens.gui.memory_model import COLUMN_INDEX, COLUMNS, ID_ROLE, MemoryQuery, MemoryTableModel
+from memlens.gui.new_memory_dialog import NewMemoryDialog
+from memlens.gui.preferences import Preferences
+from memlens.gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
+from memlens.gui.scheduler import LifecycleScheduler
+from memlens.gui.sessions_view import SessionsView
+from memlens.gui.tasks import StoreReader, TaskContext, TaskRunner
+from memlens.llm import LLMConfig, LLMError
+from memlens.models import KNOWN_TYPES, Layer, Memory
+from memlens.store import MemoryStore
 
 LAYERS = tuple(layer.value for layer in Layer)
 LAYER_LABELS = {"working": "Working", "episodic": "Episodic", "semantic": "Semantic", "procedural": "Procedural"}
@@ -124,7 +124,7 @@ class Sidebar(QtWidgets.QWidget):
 
     def _group(self, title: str) -> QtWidgets.QTreeWidgetItem:
         item = QtWidgets.QTreeWidgetItem([title, ""])
-        item.setData(0, QtCore.Qt.ItemDataRole.UserRole, "")  # never leave item data empty: see gui.qt
+        item.setData(0, QtCore.Qt.ItemDataRole.UserRole, "")  # never leave item data empty: see memlens.gui.qt
         item.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
         font = item.font(0)
         font.setPointSizeF(max(7.0, font.pointSizeF() * 0.8))
@@ -269,7 +269,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._closing = False
 
         self.setWindowTitle("memlens")
-        self.setWindowIcon(QtGui.QIcon(str(Path(__file__).resolve().parent.parent / "resources" / "icons" / "app.svg")))
+        self.setWindowIcon(icon("app"))
         self._build_actions()
         self._build_ui()
         self._build_menus()
@@ -1503,19 +1503,19 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def import_dialog(self) -> None:
         """File > Import."""
-        from gui.transfer import start_import
+        from memlens.gui.transfer import start_import
 
         start_import(self)
 
     def export_dialog(self) -> None:
         """File > Export."""
-        from gui.transfer import start_export
+        from memlens.gui.transfer import start_export
 
         start_export(self)
 
     def about(self) -> None:
         """Help > About."""
-        from core import __version__
+        from memlens import __version__
 
         QtWidgets.QMessageBox.about(
             self,

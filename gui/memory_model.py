@@ -29,13 +29,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from core.decay import DecayConfig, strength
-from core.models import Memory
-from core.store import MemoryStore
-from core.text import SNIPPET_CLOSE, SNIPPET_OPEN
-from gui import format as fmt
-from gui.qt import QtCore, QtGui, Signal
-from gui.tasks import StoreReader
+from memlens.decay import DecayConfig, strength
+from memlens.gui import format as fmt
+from memlens.gui.qt import QtCore, QtGui, Signal
+from memlens.gui.tasks import StoreReader
+from memlens.models import Memory
+from memlens.store import MemoryStore
+from memlens.text import SNIPPET_CLOSE, SNIPPET_OPEN
 
 MEMORY_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 ID_ROLE = QtCore.Qt.ItemDataRole.UserRole + 2

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.models import KNOWN_TYPES
-from core.store import MemoryStore, SupersedePreview
-from gui.diff import ONLY_NEW_STYLE, ONLY_OLD_STYLE, SHARED_STYLE, overlap_styles, token_highlight_html
-from gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
-from gui.tasks import StoreReader
+from memlens.gui.diff import ONLY_NEW_STYLE, ONLY_OLD_STYLE, SHARED_STYLE, overlap_styles, token_highlight_html
+from memlens.gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
+from memlens.gui.tasks import StoreReader
+from memlens.models import KNOWN_TYPES
+from memlens.store import MemoryStore, SupersedePreview
 
 DEBOUNCE_MS = 300
 

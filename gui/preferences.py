@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from gui.qt import QtCore
+from memlens.gui.qt import QtCore
 
 MAX_RECENT = 8
 

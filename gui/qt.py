@@ -1,6 +1,6 @@
 """The one place PySide6 is imported from.
 
-Every other module of the app writes ``from gui.qt import QtCore, QtWidgets, Signal`` so that the binding (and its
+Every other module of the app writes ``from memlens.gui.qt import QtCore, QtWidgets, Signal`` so that the binding (and its
 optional modules, QtCharts and QtSvg) is chosen in one spot, and so that ``core`` stays free of Qt: nothing under
 ``core/`` may import this module.
 

@@ -6,7 +6,7 @@ The timers only say *when*; the window runs the sweep in the background when ``s
 
 from __future__ import annotations
 
-from gui.qt import QObject, QTimer, Signal
+from memlens.gui.qt import QObject, QTimer, Signal
 
 
 class LifecycleScheduler(QObject):

@@ -1,6 +1,6 @@
-"""Render the inspector's main views to PNG files, offscreen: ``python -m gui.screenshots [OUTDIR]``.
+"""Render the inspector's main views to PNG files, offscreen: ``python -m memlens.gui.screenshots [OUTDIR]``.
 
-A demo store (:mod:`core.demo`, fixed seed, fixed clock) is written to a temporary folder and the real window is
+A demo store (:mod:`memlens.demo`, fixed seed, fixed clock) is written to a temporary folder and the real window is
 driven through each view; nothing touches the person's own store or preferences. The README shows the result
 (``resources/screenshots``).
 """
@@ -23,8 +23,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "resources" / "screenshot
 
 def _settle(window: object, app: object, timeout: float = 20.0) -> None:
     """Run the event loop until the window has nothing left to load (a few quiet rounds in a row)."""
-    from gui.main_window import MainWindow
-    from gui.qt import QtCore, QtWidgets
+    from memlens.gui.main_window import MainWindow
+    from memlens.gui.qt import QtCore, QtWidgets
 
     assert isinstance(window, MainWindow) and isinstance(app, QtWidgets.QApplication)
     deadline = time.monotonic() + timeout
@@ -44,15 +44,15 @@ def render(out: Path, *, theme_name: str = "light") -> list[Path]:
     os.environ["TZ"] = "UTC"  # times in the pictures do not depend on where they were taken
     if hasattr(time, "tzset"):
         time.tzset()
-    from core.demo import generate
-    from core.store import MemoryStore
-    from gui import icons, theme
-    from gui.app import make_application
-    from gui.dialogs import ForgetDialog, SweepPreviewDialog
-    from gui.main_window import MainWindow
-    from gui.memory_model import COLUMN_INDEX
-    from gui.new_memory_dialog import NewMemoryDialog
-    from gui.qt import QtCore, QtWidgets
+    from memlens.demo import generate
+    from memlens.gui import icons, theme
+    from memlens.gui.app import make_application
+    from memlens.gui.dialogs import ForgetDialog, SweepPreviewDialog
+    from memlens.gui.main_window import MainWindow
+    from memlens.gui.memory_model import COLUMN_INDEX
+    from memlens.gui.new_memory_dialog import NewMemoryDialog
+    from memlens.gui.qt import QtCore, QtWidgets
+    from memlens.store import MemoryStore
 
     out.mkdir(parents=True, exist_ok=True)
     app = make_application()
@@ -67,7 +67,7 @@ def render(out: Path, *, theme_name: str = "light") -> list[Path]:
             compare = [m.id for m in store.list_memories(layers=["semantic"], limit=500, now=NOW) if m.type in ("chitchat", "preference", "pattern")][:4]
             forgotten_entry = store.audit(operation="sweep", limit=1)
             session_id = next(s.id for s in store.sessions(limit=50) if store.session_memories(s.id, layers=["episodic"]) and store.session_memories(s.id, layers=["working"]))
-        settings = QtCore.QSettings(str(Path(tmp) / "gui.ini"), QtCore.QSettings.Format.IniFormat)
+        settings = QtCore.QSettings(str(Path(tmp) / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
         window = MainWindow(settings, clock=lambda: NOW)
         window.resize(*SIZE)
         window.show()
@@ -189,14 +189,14 @@ def render(out: Path, *, theme_name: str = "light") -> list[Path]:
 
 
 def _settle_events() -> None:
-    from gui.qt import QtCore
+    from memlens.gui.qt import QtCore
 
     QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
     QtCore.QCoreApplication.processEvents()
 
 
 def _wait(app: object, condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    from gui.qt import QtCore
+    from memlens.gui.qt import QtCore
 
     deadline = time.monotonic() + timeout
     while not condition():
@@ -209,7 +209,7 @@ def _wait(app: object, condition: Callable[[], bool], timeout: float = 10.0) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: write the PNGs and list them."""
-    parser = argparse.ArgumentParser(prog="python -m gui.screenshots", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="python -m memlens.gui.screenshots", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("outdir", nargs="?", default=str(DEFAULT_OUT), help=f"where to write the PNGs (default {DEFAULT_OUT})")
     parser.add_argument("--theme", choices=["light", "dark"], default="light")
     args = parser.parse_args(argv)

@@ -7,12 +7,12 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.models import Memory
-from core.store import MemoryStore, Session
-from gui import format as fmt
-from gui.lazy_model import LazyTableModel
-from gui.qt import QtCore, QtWidgets, Signal
-from gui.tasks import StoreReader
+from memlens.gui import format as fmt
+from memlens.gui.lazy_model import LazyTableModel
+from memlens.gui.qt import QtCore, QtWidgets, Signal
+from memlens.gui.tasks import StoreReader
+from memlens.models import Memory
+from memlens.store import MemoryStore, Session
 
 
 class SessionTableModel(LazyTableModel):
@@ -193,7 +193,7 @@ class SessionsView(QtWidgets.QWidget):
             self.observations.addItem(item)
         if not contents.observations:
             empty_note = QtWidgets.QListWidgetItem("No observations are stored for this session (they may have been swept).")
-            empty_note.setData(QtCore.Qt.ItemDataRole.UserRole, 0)  # never leave item data empty: see gui.qt
+            empty_note.setData(QtCore.Qt.ItemDataRole.UserRole, 0)  # never leave item data empty: see memlens.gui.qt
             self.observations.addItem(empty_note)
         if contents.episodes:
             parts = []

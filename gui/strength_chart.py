@@ -10,10 +10,10 @@ import html
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.decay import StrengthCurve
-from core.models import Memory
-from gui import format as fmt
-from gui.qt import QtCharts, QtCore, QtGui, QtWidgets
+from memlens.decay import StrengthCurve
+from memlens.gui import format as fmt
+from memlens.gui.qt import QtCharts, QtCore, QtGui, QtWidgets
+from memlens.models import Memory
 
 PALETTE = ("#2f6fb0", "#d9730d", "#2e9d5b", "#b5338a", "#7a5cc4", "#c0392b", "#1b8a99", "#8a6d1b")
 

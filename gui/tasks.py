@@ -7,10 +7,10 @@ The UI thread never touches SQLite. Two kinds of work exist (as in Anki's ``Quer
   an older, not yet started one obsolete, and results of obsolete requests are dropped, so fast clicking never
   piles up work or shows stale answers.
 * :class:`TaskRunner` - writes and long operations (forget, sweep, consolidate, import) each open their own
-  :class:`~core.store.MemoryStore` on the same file inside a pool thread, report progress, can be cancelled, and
+  :class:`~memlens.store.MemoryStore` on the same file inside a pool thread, report progress, can be cancelled, and
   deliver their result by a queued signal.
 
-Errors raised by the work are delivered to the ``on_error`` callback; :mod:`core.errors` environment errors carry a
+Errors raised by the work are delivered to the ``on_error`` callback; :mod:`memlens.errors` environment errors carry a
 message fit to show as is.
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.store import MemoryStore
-from gui.qt import QObject, QtCore, QThread, Signal, Slot
+from memlens.gui.qt import QObject, QtCore, QThread, Signal, Slot
+from memlens.store import MemoryStore
 
 ReadFn = Callable[[MemoryStore], Any]
 Callback = Callable[[Any], None]

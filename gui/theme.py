@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gui import icons
-from gui.qt import QtCore, QtGui, QtWidgets
+from memlens.gui import icons
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
 
 THEMES = ("system", "light", "dark")
 
@@ -84,5 +84,5 @@ def apply(app: QtWidgets.QApplication, name: str) -> None:
         name = "dark" if dark else "light"
     app.setStyle("Fusion")
     app.setPalette(palette(name))
-    app.setStyleSheet((icons.RESOURCES / "style.qss").read_text(encoding="utf-8"))
+    app.setStyleSheet(icons.style_sheet())
     icons.clear_cache()

@@ -1,4 +1,4 @@
-"""File > Import and File > Export: run :mod:`core.io` in the background with a progress dialog."""
+"""File > Import and File > Export: run :mod:`memlens.io` in the background with a progress dialog."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.io import ExportSummary, ImportSummary, export_file, import_file
-from core.store import MemoryStore
-from gui.file_dialogs import choose_open_file, choose_save_file
-from gui.qt import QtCore, QtWidgets, Signal
-from gui.tasks import TaskContext
+from memlens.gui.file_dialogs import choose_open_file, choose_save_file
+from memlens.gui.qt import QtCore, QtWidgets, Signal
+from memlens.gui.tasks import TaskContext
+from memlens.io import ExportSummary, ImportSummary, export_file, import_file
+from memlens.store import MemoryStore
 
 if TYPE_CHECKING:
-    from gui.main_window import MainWindow
+    from memlens.gui.main_window import MainWindow
 
 
 class TransferDialog(QtWidgets.QDialog):

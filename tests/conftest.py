@@ -12,7 +12,7 @@ import pytest
 # Set by the test configuration, not by the person running the tests.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from core import MemoryStore
+from memlens import MemoryStore
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 

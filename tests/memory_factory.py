@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from core.models import Memory
+from memlens.models import Memory
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from core import MemoryStore
+from memlens import MemoryStore
 
 
 def test_every_change_is_audited(store: MemoryStore, t0):

@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import pytest
 
-from core import MemoryStore
-from core.bench import __main__ as bench
-from core.bench.generator import EPOCH, Generator
-from core.bench.scan import ExactScan
-from core.bench.timing import percentile
-from core.errors import InvalidInput
-from core.supersede import brute_force_best
-from core.text import similarity_tokens
+from memlens import MemoryStore
+from memlens.bench import __main__ as bench
+from memlens.bench.generator import EPOCH, Generator
+from memlens.bench.scan import ExactScan
+from memlens.bench.timing import percentile
+from memlens.errors import InvalidInput
+from memlens.supersede import brute_force_best
+from memlens.text import similarity_tokens
 
 
 def test_generator_is_deterministic_per_seed():

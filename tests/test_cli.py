@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from memlens.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore, StoreLockedError, db
-from core.cli import main
-from core.tools import stress
+from memlens import MemoryStore, StoreLockedError, db
+from memlens.cli import main
+from memlens.tools import stress
 
 
 def test_short_stress_run_loses_nothing(tmp_path: Path):
-    # The full run is `python -m core.tools.stress --processes 4 --writes 2000`; this is its CI-sized version.
+    # The full run is `python -m memlens.tools.stress --processes 4 --writes 2000`; this is its CI-sized version.
     # The sweep is left out here: its near-duplicate rule leaves chains without a latest version (reported).
     result = stress.run(processes=3, writes=60, seed=3, workdir=tmp_path)
     assert result.ok, result.describe()

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from llm_server import FakeLLMServer, completion
 
-from core import MemoryStore
-from core.cli import main
-from core.consolidate import IDLE_MINUTES
-from core.llm import LLMConfig
+from memlens import MemoryStore
+from memlens.cli import main
+from memlens.consolidate import IDLE_MINUTES
+from memlens.llm import LLMConfig
 
 MINUTE = timedelta(minutes=1)
 DAY = timedelta(days=1)

@@ -1,5 +1,5 @@
 """kill -9 in the middle of imports, bulk loads, forgets, sweeps and consolidations: the store opens, is intact,
-and each operation is whole or absent. The long campaign is `python -m core.tools.crash --runs 20`."""
+and each operation is whole or absent. The long campaign is `python -m memlens.tools.crash --runs 20`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.tools import crash
+from memlens.tools import crash
 
 
 @pytest.mark.slow
@@ -39,7 +39,7 @@ def test_a_kill_before_anything_is_written_leaves_the_store_as_it_was(tmp_path: 
 
 
 def test_the_digest_sees_any_change(tmp_path: Path):
-    from core import MemoryStore
+    from memlens import MemoryStore
 
     store = tmp_path / "s.db"
     crash.build_store(store, size=50)

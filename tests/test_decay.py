@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import InvalidInput, MemoryStore
-from core.decay import DEFAULT_RATES, DecayConfig, composite_parts, composite_score, initial_strength
+from memlens import InvalidInput, MemoryStore
+from memlens.decay import DEFAULT_RATES, DecayConfig, composite_parts, composite_score, initial_strength
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -302,7 +302,7 @@ def test_sweeping_hourly_for_30_days_equals_one_sweep_at_day_30(t0):
     ],
 )
 def test_cold_start_cues_survive_the_quick_substring_check(text, expected):
-    from core.decay import _HIGH_VALUE, _REMEMBER_CUES, cold_start_importance
+    from memlens.decay import _HIGH_VALUE, _REMEMBER_CUES, cold_start_importance
 
     assert cold_start_importance(text) == expected
     slow = 0.9 if _REMEMBER_CUES.search(text) else 0.8 if _HIGH_VALUE.search(text) else 0.5

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore
-from core.cli import main as cli
-from core.demo import generate
-from core.errors import InvalidInput
+from memlens import MemoryStore
+from memlens.cli import main as cli
+from memlens.demo import generate
+from memlens.errors import InvalidInput
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core import MemoryStore, db, schema
-from core.cli import main
-from core.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError, parse_embeddings
+from memlens import MemoryStore, db, schema
+from memlens.cli import main
+from memlens.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError, parse_embeddings
 
 DIM = 64
 # Words a reader would take as meaning the same thing: the fake model maps them to one vector component, so a query
@@ -415,7 +415,7 @@ def test_the_embed_command_reports_a_dead_endpoint(db_path: Path, t0, capsys):
 def test_cli_search_semantic_uses_the_configured_endpoint(db_path, t0, server, monkeypatch, capsys):
     import json as _json
 
-    from core.cli import main
+    from memlens.cli import main
 
     with MemoryStore.open(db_path) as s:
         car = s.remember("The automobile is parked in the garage", now=t0).id

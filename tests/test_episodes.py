@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from memory_factory import make_memory, prompt, tool_call
 
-from core.episodes import command_verb, read_observation, step_name, summarize_session
+from memlens.episodes import command_verb, read_observation, step_name, summarize_session
 
 TRACEBACK = """Traceback (most recent call last):
   File "tests/test_auth.py", line 12, in test_login
@@ -172,6 +172,6 @@ def test_step_names() -> None:
 
 def test_consolidation_modules_do_not_load_qt() -> None:
     root = Path(__file__).resolve().parent.parent
-    code = "import sys, core.episodes, core.extract, core.llm; sys.exit('PySide6' in sys.modules)"
+    code = "import sys, memlens.episodes, memlens.extract, memlens.llm; sys.exit('PySide6' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(root)}
     assert subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=False).returncode == 0

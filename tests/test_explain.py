@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import MemoryStore, NotFound
-from core.cli import main
+from memlens import MemoryStore, NotFound
+from memlens.cli import main
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_factory import episode, make_memory, prompt, tool_call
 
-from core.episodes import summarize_session
-from core.extract import classify_fact, recurring_facts, recurring_workflows, tfidf_matrix, tokenize
-from core.models import Memory
+from memlens.episodes import summarize_session
+from memlens.extract import classify_fact, recurring_facts, recurring_workflows, tfidf_matrix, tokenize
+from memlens.models import Memory
 
 # Five episodes; the staging port is stated (in different words) in episodes 1, 3 and 5, the tabs preference once.
 EPISODES = [

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore, db
-from core.cli import main
-from core.errors import CorruptDatabaseError, DiskFullError, NewerDatabaseError, NotAMemlensDatabase, ReadOnlyStoreError
+from memlens import MemoryStore, db
+from memlens.cli import main
+from memlens.errors import CorruptDatabaseError, DiskFullError, NewerDatabaseError, NotAMemlensDatabase, ReadOnlyStoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Read commands, write commands and the doctor: every kind of access must fail the same clear way.
@@ -243,7 +243,7 @@ def test_full_disk_rolls_back_and_the_store_carries_on(db_path: Path, t0):
         store.conn.execute("PRAGMA max_page_count = 1073741823")  # space freed
         m = store.remember(big, tags=["y"], now=t0)
         assert store.get(m.id).content == big and store.verify_audit().ok
-    from core.maintenance import doctor
+    from memlens.maintenance import doctor
 
     assert doctor(db_path, now=t0).ok
 
@@ -305,5 +305,5 @@ def test_a_real_full_disk(tiny_filesystem: Path, t0):
 def test_cli_never_shows_a_traceback_for_a_broken_file(tmp_path: Path):
     path = tmp_path / "memory.db"
     path.write_bytes(b"SQLite format 3\x00" + bytes(200))
-    done = subprocess.run([sys.executable, "-m", "core", "--db", str(path), "stats"], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "memlens", "--db", str(path), "stats"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr

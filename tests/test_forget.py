@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore, NotFound
+from memlens import MemoryStore, NotFound
 
 SECRET = "zanzibarquokka"  # a word that appears nowhere else
 
@@ -57,8 +57,8 @@ ERASE_SCRIPT = textwrap.dedent(
     """
     import sys
     from datetime import datetime, timezone
-    from core import MemoryStore
-    from core import db
+    from memlens import MemoryStore
+    from memlens import db
     assert db.sqlite.sqlite_version == sys.argv[2], db.sqlite.sqlite_version
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     with MemoryStore.open(sys.argv[1]) as store:

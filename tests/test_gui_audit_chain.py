@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from core import MemoryStore
-from gui.main_window import MainWindow
-from gui.qt import QtCore
+from memlens import MemoryStore
+from memlens.gui.main_window import MainWindow
+from memlens.gui.qt import QtCore
 
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
@@ -20,7 +20,7 @@ NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 
 
 def _open(qtbot, tmp_path: Path, path: Path) -> MainWindow:
-    settings = QtCore.QSettings(str(tmp_path / "gui.ini"), QtCore.QSettings.Format.IniFormat)
+    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
     window = MainWindow(settings, clock=lambda: NOW)
     qtbot.addWidget(window)
     window.resize(1200, 800)

@@ -15,11 +15,11 @@ pytest.importorskip("PySide6")
 
 from lock_probe import deleted_store_files, held_locks
 
-from core import MemoryStore
-from core.demo import generate
-from gui.file_dialogs import make_file_dialog
-from gui.main_window import MainWindow
-from gui.qt import QtCore, QtWidgets
+from memlens import MemoryStore
+from memlens.demo import generate
+from memlens.gui.file_dialogs import make_file_dialog
+from memlens.gui.main_window import MainWindow
+from memlens.gui.qt import QtCore, QtWidgets
 
 pytestmark = [
     pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)"),
@@ -33,7 +33,7 @@ def test_dialogs_and_a_pin_keep_the_locks_and_the_live_view(qtbot, tmp_path: Pat
     path = tmp_path / "store" / "memory.db"
     with MemoryStore.open(path, actor="demo") as store:
         generate(store, now=NOW, days=7, seed=3)
-    settings = QtCore.QSettings(str(tmp_path / "gui.ini"), QtCore.QSettings.Format.IniFormat)
+    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
     window = MainWindow(settings, clock=lambda: NOW)
     qtbot.addWidget(window)
     window.resize(1300, 800)
@@ -74,7 +74,7 @@ def test_dialogs_and_a_pin_keep_the_locks_and_the_live_view(qtbot, tmp_path: Pat
         # Another process writes and exits; the app sees it and still holds the live WAL.
         rows_before = window.model.rowCount()
         subprocess.run(
-            [sys.executable, "-m", "core", "--db", str(path), "remember", "The canary fleet runs in zone lapwing", "--now", NOW.isoformat()],
+            [sys.executable, "-m", "memlens", "--db", str(path), "remember", "The canary fleet runs in zone lapwing", "--now", NOW.isoformat()],
             check=True,
             capture_output=True,
         )
@@ -87,7 +87,7 @@ def test_dialogs_and_a_pin_keep_the_locks_and_the_live_view(qtbot, tmp_path: Pat
             window.detail.pin_button.click()
         qtbot.waitUntil(window.is_idle, timeout=15000)
         shown = subprocess.run(
-            [sys.executable, "-m", "core", "--db", str(path), "show", str(memory_id), "--json"], check=True, capture_output=True, text=True
+            [sys.executable, "-m", "memlens", "--db", str(path), "show", str(memory_id), "--json"], check=True, capture_output=True, text=True
         ).stdout
         assert '"pinned": false' in shown
     finally:

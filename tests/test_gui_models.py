@@ -10,13 +10,13 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from core import MemoryStore
-from core.demo import generate
-from gui.audit_view import AuditFilter, AuditTableModel
-from gui.memory_model import COLUMN_INDEX, ID_ROLE, STRENGTH_ROLE, MemoryQuery, MemoryTableModel
-from gui.qt import QtCore, QtWidgets
-from gui.sessions_view import SessionTableModel
-from gui.tasks import StoreReader
+from memlens import MemoryStore
+from memlens.demo import generate
+from memlens.gui.audit_view import AuditFilter, AuditTableModel
+from memlens.gui.memory_model import COLUMN_INDEX, ID_ROLE, STRENGTH_ROLE, MemoryQuery, MemoryTableModel
+from memlens.gui.qt import QtCore, QtWidgets
+from memlens.gui.sessions_view import SessionTableModel
+from memlens.gui.tasks import StoreReader
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 

@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from gui import format as fmt
-from gui.diff import ONLY_NEW_STYLE, SHARED_STYLE, diff_html, overlap_styles, token_highlight_html, word_diff
-from gui.icons import icon, icon_names
-from gui.preferences import MAX_RECENT, Preferences
-from gui.qt import QtCore, QtGui, QtWidgets
-from gui.scheduler import LifecycleScheduler
+from memlens.gui import format as fmt
+from memlens.gui.diff import ONLY_NEW_STYLE, SHARED_STYLE, diff_html, overlap_styles, token_highlight_html, word_diff
+from memlens.gui.icons import icon, icon_names
+from memlens.gui.preferences import MAX_RECENT, Preferences
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
+from memlens.gui.scheduler import LifecycleScheduler
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 
@@ -49,7 +49,7 @@ def test_formatting_helpers():
 
 
 def test_audit_summaries_read_as_sentences(tmp_path):
-    from core import MemoryStore
+    from memlens import MemoryStore
 
     with MemoryStore.open(tmp_path / "m.db") as store:
         a = store.remember("Use yarn to install dependencies in this project", project="web", now=NOW)
@@ -114,7 +114,7 @@ def test_every_icon_renders_sharp_at_high_dpi(qtbot):
 
 
 def test_themes_switch_palette(qtbot):
-    from gui import theme
+    from memlens.gui import theme
 
     app = QtWidgets.QApplication.instance()
     original = QtGui.QPalette(app.palette())
@@ -130,7 +130,7 @@ def test_themes_switch_palette(qtbot):
 
 def test_gui_command_registers_without_importing_qt(tmp_path):
     code = (
-        "import sys; import gui.commands; import core.cli; p = core.cli.build_parser(); "
+        "import sys; import memlens.gui.commands; import memlens.cli; p = memlens.cli.build_parser(); "
         "assert 'PySide6' not in sys.modules, 'PySide6 imported by the CLI'; "
         "a = p.parse_args(['--db', 'x.db', 'gui']); print(a.handler.__name__)"
     )

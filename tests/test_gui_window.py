@@ -15,15 +15,15 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from core import MemoryStore
-from core.demo import generate
-from gui.audit_view import AuditView
-from gui.consolidate_dialog import ConsolidateDialog
-from gui.dialogs import EditDialog, ForgetDialog, SettingsDialog, SweepPreviewDialog
-from gui.main_window import MainWindow
-from gui.memory_model import ID_ROLE, SNIPPET_ROLE
-from gui.new_memory_dialog import NewMemoryDialog
-from gui.qt import QtCore, QtWidgets
+from memlens import MemoryStore
+from memlens.demo import generate
+from memlens.gui.audit_view import AuditView
+from memlens.gui.consolidate_dialog import ConsolidateDialog
+from memlens.gui.dialogs import EditDialog, ForgetDialog, SettingsDialog, SweepPreviewDialog
+from memlens.gui.main_window import MainWindow
+from memlens.gui.memory_model import ID_ROLE, SNIPPET_ROLE
+from memlens.gui.new_memory_dialog import NewMemoryDialog
+from memlens.gui.qt import QtCore, QtWidgets
 
 # The offscreen platform plugin says this whenever a top-level window is shown; it is not about our code.
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
@@ -34,7 +34,7 @@ NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def settings(tmp_path: Path) -> QtCore.QSettings:
     """Preferences in a file of the test's own."""
-    return QtCore.QSettings(str(tmp_path / "gui.ini"), QtCore.QSettings.Format.IniFormat)
+    return QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_lazy_table_filters_and_sort(qtbot, make_window, demo_path):
     assert window.model.total == all_versions
     # Sorting by strength orders the loaded rows exactly by computed strength.
     select_view(qtbot, window, "semantic")
-    from gui.memory_model import COLUMN_INDEX, STRENGTH_ROLE
+    from memlens.gui.memory_model import COLUMN_INDEX, STRENGTH_ROLE
 
     window.table.sortByColumn(COLUMN_INDEX["strength"], QtCore.Qt.SortOrder.AscendingOrder)
     wait_idle(qtbot, window)
@@ -489,7 +489,7 @@ def test_live_refresh_after_another_process_writes(qtbot, make_window, demo_path
     before = int(window.sidebar.count_text("semantic").replace(",", ""))
     # Another process (the agent) writes through the CLI.
     subprocess.run(
-        [sys.executable, "-m", "core", "--db", str(demo_path), "remember", "The staging cluster moved to eu-west-3", "--now", NOW.isoformat()],
+        [sys.executable, "-m", "memlens", "--db", str(demo_path), "remember", "The staging cluster moved to eu-west-3", "--now", NOW.isoformat()],
         check=True,
         capture_output=True,
     )
@@ -637,16 +637,16 @@ def test_errors_are_clear_messages_and_nothing_is_lost(qtbot, make_window, demo_
 
 
 def test_locked_store_write_is_reported(qtbot, make_window, demo_path, monkeypatch):
-    import core.db
+    import memlens.db
 
-    monkeypatch.setattr(core.db, "BUSY_TIMEOUT_MS", 50)
-    monkeypatch.setattr(core.db, "LOCK_RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(memlens.db, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(memlens.db, "LOCK_RETRY_SECONDS", 0.2)
     window = make_window(demo_path)
     select_view(qtbot, window, "semantic")
     memory_id = window.model.index(0, 0).data(ID_ROLE)
     select_memory(qtbot, window, memory_id)
     # Another connection holds the write lock (same SQLite library: locks are per library within one process).
-    blocker_conn = core.db.sqlite.connect(str(demo_path), isolation_level=None)
+    blocker_conn = memlens.db.sqlite.connect(str(demo_path), isolation_level=None)
     blocker_conn.execute("BEGIN IMMEDIATE")
     try:
         with qtbot.waitSignal(window.error_shown, timeout=20000) as blocker:
@@ -678,7 +678,7 @@ def test_settings_are_persisted_and_applied(qtbot, make_window, demo_path, setti
     app = QtWidgets.QApplication.instance()
     assert app.palette().color(app.palette().ColorRole.Window).lightness() < 100
     window.set_theme("light")
-    from gui.memory_model import COLUMN_INDEX
+    from memlens.gui.memory_model import COLUMN_INDEX
 
     window.table.horizontalHeader().hideSection(COLUMN_INDEX["expires"])
     select_view(qtbot, window, "procedural")
@@ -706,7 +706,7 @@ def test_bad_decay_rate_is_refused_in_the_dialog(qtbot, make_window, demo_path):
 
 
 def test_export_then_import_into_a_new_store(qtbot, make_window, demo_path, tmp_path):
-    from gui.transfer import run_export, run_import
+    from memlens.gui.transfer import run_export, run_import
 
     window = make_window(demo_path)
     target = tmp_path / "export.jsonl"

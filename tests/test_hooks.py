@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from core import MemoryStore
-from core.hooks import DUPLICATE_WINDOW, handle_event, project_from_cwd, run
+from memlens import MemoryStore
+from memlens.hooks import DUPLICATE_WINDOW, handle_event, project_from_cwd, run
 
 
 @pytest.fixture
@@ -145,8 +145,8 @@ def test_an_unusable_store_is_logged(tmp_path, t0):
 
 
 def _cli(*args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
-    # The same interpreter as the tests; `-m core` is the `memlens` console script.
-    return subprocess.run([sys.executable, "-m", "core", *args], input=stdin, capture_output=True, timeout=60, check=False)
+    # The same interpreter as the tests; `-m memlens` is the `memlens` console script.
+    return subprocess.run([sys.executable, "-m", "memlens", *args], input=stdin, capture_output=True, timeout=60, check=False)
 
 
 def test_memlens_hook_command(db_path, repo):
@@ -168,10 +168,10 @@ def test_hook_path_stays_light(db_path):
     """The hook runs on every tool call: it must not load numpy, the MCP SDK or the other commands."""
     code = (
         "import io, sys, json\n"
-        "from core.cli import main\n"
+        "from memlens.cli import main\n"
         "sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({'session_id': 's', 'hook_event_name': 'PostToolUse', 'tool_name': 'Bash'}).encode()))\n"
         f"assert main(['--db', {str(db_path)!r}, 'hook']) == 0\n"
-        "heavy = sorted(m for m in ('numpy', 'mcp', 'pydantic', 'core.consolidate', 'core.io.agentmemory') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('numpy', 'mcp', 'pydantic', 'memlens.consolidate', 'memlens.io.agentmemory') if m in sys.modules)\n"
         "print(json.dumps(heavy))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False, text=True)
@@ -181,7 +181,7 @@ def test_hook_path_stays_light(db_path):
 
 def test_a_locked_store_keeps_the_event_for_the_next_hook(db_path, t0, monkeypatch):
     """The agent is not held up by another process's long write, and the event is not lost."""
-    from core import db, hooks
+    from memlens import db, hooks
 
     monkeypatch.setattr(hooks, "HOOK_LOCK_WAIT_SECONDS", 0.05)
     monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 50)

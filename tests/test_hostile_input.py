@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core import MemoryStore
-from core.cli import main
-from core.errors import MemlensError
-from core.text import MAX_CONTENT_CHARS
+from memlens import MemoryStore
+from memlens.cli import main
+from memlens.errors import MemlensError
+from memlens.text import MAX_CONTENT_CHARS
 
 EXAMPLES = int(os.environ.get("MEMLENS_HYPOTHESIS_EXAMPLES", "120"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -358,6 +358,8 @@ def command_lines(draw: Any) -> list[str]:
 
 @SETTINGS
 @given(argv=command_lines())
+@example(argv=["redact-check", "\ud800", "--json"])  # once printed a UnicodeEncodeError traceback
+@example(argv=["redact-check", "\ud800"])
 def test_cli_exits_cleanly_on_any_arguments(seeded: MemoryStore, db_path: Path, argv: list[str]):
     before = state(seeded)
     with strict_streams() as (out, err):

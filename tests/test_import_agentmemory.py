@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from core import InvalidInput, MemoryStore
-from core.cli import main
-from core.io import export_file, import_file
-from core.io.agentmemory import source_ref
+from memlens import InvalidInput, MemoryStore
+from memlens.cli import main
+from memlens.io import export_file, import_file
+from memlens.io.agentmemory import source_ref
 
 EXPORTED = "2026-01-05T09:00:00.000Z"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core import InvalidInput, MemoryStore
-from core.cli import main
-from core.io import export_file, import_file, read_file
+from memlens import InvalidInput, MemoryStore
+from memlens.cli import main
+from memlens.io import export_file, import_file, read_file
 
 
 def _records(path: Path) -> list[str]:
@@ -215,7 +215,7 @@ def test_cli_export_and_import(capsys, source, tmp_path, t0):
 
 def test_cli_pipes_through_standard_streams(source, tmp_path):
     # `memlens export -` writes the export to stdout (the summary to stderr); `memlens import -` reads stdin.
-    run = [sys.executable, "-m", "core"]
+    run = [sys.executable, "-m", "memlens"]
     exported = subprocess.run([*run, "--db", str(source.path), "export", "-"], capture_output=True, timeout=60, check=False)
     assert exported.returncode == 0 and b"exported" in exported.stderr
     assert json.loads(exported.stdout.splitlines()[0])["format"] == "memlens"
@@ -227,8 +227,8 @@ def test_cli_pipes_through_standard_streams(source, tmp_path):
 
 def test_forgotten_memories_stay_forgotten_on_reimport(tmp_path, t0):
     """Importing an older export must not bring back what was forgotten on purpose."""
-    from core import MemoryStore
-    from core.io import export_file, import_file
+    from memlens import MemoryStore
+    from memlens.io import export_file, import_file
 
     path = tmp_path / "s.db"
     out = tmp_path / "before.jsonl"

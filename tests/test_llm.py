@@ -13,7 +13,7 @@ import pytest
 from llm_server import FakeLLMServer
 from memory_factory import episode, prompt, tool_call
 
-from core.llm import (
+from memlens.llm import (
     MAX_FACT_CHARS,
     LLMClient,
     LLMConfig,

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from lock_probe import deleted_store_files, held_locks
 
-from core import MemoryStore
-from core.maintenance import backup, doctor
+from memlens import MemoryStore
+from memlens.maintenance import backup, doctor
 
 pytestmark = pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
 
@@ -26,7 +26,7 @@ NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 
 
 def cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", "--db", str(path), *args], check=True, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "memlens", "--db", str(path), *args], check=True, capture_output=True, text=True)
 
 
 def test_opening_the_store_again_keeps_the_process_locks(db_path: Path, tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_opening_the_store_again_keeps_the_process_locks(db_path: Path, tmp_path
 def test_a_store_opened_twice_by_threads_counts_both(db_path: Path) -> None:
     import threading
 
-    from core import db
+    from memlens import db
 
     MemoryStore.open(db_path).close()
     stores: list[MemoryStore] = []

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import InvalidInput
-from core.eval import locomo
+from memlens.errors import InvalidInput
+from memlens.eval import locomo
 
 FILLERS = ["Sure.", "Ha, yes.", "Okay then.", "Right.", "Of course.", "Nice one.", "Good point.", "Me too."]
 

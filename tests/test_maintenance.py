@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore, NotAMemlensDatabase, db
-from core.cli import main
-from core.errors import InvalidInput
-from core.maintenance import backup, describe, doctor
+from memlens import MemoryStore, NotAMemlensDatabase, db
+from memlens.cli import main
+from memlens.errors import InvalidInput
+from memlens.maintenance import backup, describe, doctor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -273,7 +273,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from datetime import datetime, timezone
-    from core import MemoryStore
+    from memlens import MemoryStore
     now = datetime(2026, 1, 5, tzinfo=timezone.utc)
     with MemoryStore.open(sys.argv[1], actor="agent") as store:
         store.remember("writer started", now=now)

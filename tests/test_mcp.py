@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from core import MemoryStore
+from memlens import MemoryStore
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -21,7 +21,7 @@ TIMEOUT = 60
 
 def talk(db_path: Path, script: Callable[[Client], Awaitable[Any]]) -> Any:
     """Start `memlens mcp --db PATH` as a subprocess, run ``script`` against it, and stop it."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "core", "mcp", "--db", str(db_path)])
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memlens", "mcp", "--db", str(db_path)])
 
     async def main() -> Any:
         with anyio.fail_after(TIMEOUT):

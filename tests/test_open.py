@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore, NewerDatabaseError, NotAMemlensDatabase, schema
-from core.config import default_store_path
-from core.errors import CorruptDatabaseError
+from memlens import MemoryStore, NewerDatabaseError, NotAMemlensDatabase, schema
+from memlens.config import default_store_path
+from memlens.errors import CorruptDatabaseError
 
 
 def digest(path: Path) -> str:
@@ -143,7 +143,7 @@ def test_readonly_open_refuses_writes(db_path: Path, t0):
 def test_identifying_a_file_reads_one_snapshot(tmp_path: Path):
     """Another process's first migration may commit while this one identifies the file: the answers must come
     from one snapshot, or a brand-new memlens store looks like another application's (tables, no app id yet)."""
-    from core import db
+    from memlens import db
 
     path = tmp_path / "racing.db"
     other = db.sqlite.connect(str(path), isolation_level=None)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core import MemoryStore
-from core.cli import main
-from core.cli.maintenance_commands import redaction_preview
-from core.maintenance import backup, doctor
-from core.text import similarity_tokens, token_key
+from memlens import MemoryStore
+from memlens.cli import main
+from memlens.cli.maintenance_commands import redaction_preview
+from memlens.maintenance import backup, doctor
+from memlens.text import similarity_tokens, token_key
 
 SECRET = "xylophonequartzite"  # appears nowhere else; the FTS index stores it as a stemmed prefix of itself
 SECRET_TAG = "marmosetvelvet"
@@ -108,7 +108,7 @@ def test_forgetting_the_summary_and_its_source_together_flags_nothing(store: Mem
 
 
 def test_exports_and_backups_made_after_a_forget_do_not_hold_it(db_path: Path, tmp_path: Path, t0):
-    from core.io import export_file
+    from memlens.io import export_file
 
     with MemoryStore.open(db_path) as store:
         _background(store, t0)
@@ -196,7 +196,7 @@ def test_observe_redacts_even_where_the_text_is_cut(db_path: Path, t0):
 
 
 def test_bulk_load_and_import_redact(db_path: Path, tmp_path: Path, t0):
-    from core.io import export_file, import_file
+    from memlens.io import export_file, import_file
 
     store = MemoryStore.open(db_path)
     store.remember_many([{"content": all_keys_text(), "metadata": {"k": KEYS["stripe-key"]}, "tags": [KEYS["jwt"]], "created_at": t0}], now=t0)
@@ -216,8 +216,8 @@ def test_bulk_load_and_import_redact(db_path: Path, tmp_path: Path, t0):
 
 
 def test_hook_and_mcp_paths_redact(db_path: Path, t0):
-    from core.hooks import handle_event
-    from core.mcp_server import MemlensTools
+    from memlens.hooks import handle_event
+    from memlens.mcp_server import MemlensTools
 
     store = MemoryStore.open(db_path)
     handle_event(store, {"hook_event_name": "UserPromptSubmit", "session_id": "h1", "prompt": f"deploy with {KEYS['aws-access-key']} and {PASSWORD}"}, now=t0)
@@ -234,7 +234,7 @@ def test_hook_and_mcp_paths_redact(db_path: Path, t0):
 
 
 def test_hook_log_redacts_before_cutting(tmp_path: Path, t0):
-    from core import hooks
+    from memlens import hooks
 
     store_path = tmp_path / "store" / "memory.db"
     store_path.parent.mkdir()
@@ -304,7 +304,7 @@ def test_audit_tampering_is_reported_with_the_first_bad_entry(capsys, db_path: P
 
 
 def test_rewriting_an_entry_and_its_hash_breaks_the_next_link(db_path: Path, t0):
-    from core.store import _audit_hash
+    from memlens.store import _audit_hash
 
     with MemoryStore.open(db_path) as store:
         for i in range(4):

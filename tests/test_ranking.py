@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from core import InvalidInput, MemoryStore
-from core.cli import main
-from core.decay import composite_score
+from memlens import InvalidInput, MemoryStore
+from memlens.cli import main
+from memlens.decay import composite_score
 
 DAY = timedelta(days=1)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core import MemoryStore
-from core.redact import redact
+from memlens import MemoryStore
+from memlens.redact import redact
 
 SECRETS = {
     "openai-key": "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678",
@@ -58,7 +58,7 @@ def test_the_quick_check_never_skips_a_secret():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from core.redact import _redact_all
+    from memlens.redact import _redact_all
 
     pieces = [*SECRETS.values(), "password=hunter2hunter", "<private>x</private>", "Bearer abcdefghijklmnopqrstu", "https://u:p@h", "plain words", " ", "\n"]
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import MemoryStore, QueryError
+from memlens import MemoryStore, QueryError
 
 
 def ids(hits):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core import InvalidInput, MemoryStore
+from memlens import InvalidInput, MemoryStore
 
 
 def test_remember_defaults_and_fields(store: MemoryStore, t0):

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import MemoryStore
-from core.supersede import brute_force_best, find_best
-from core.text import jaccard, similarity_tokens
+from memlens import MemoryStore
+from memlens.supersede import brute_force_best, find_best
+from memlens.text import jaccard, similarity_tokens
 
 YARN = "Use yarn to install dependencies in this project"
 PNPM = "Use pnpm to install dependencies in this project"

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import InvalidInput, MemoryStore
-from core import sweep as sweep_engine
-from core.cli import main
-from core.decay import composite_score
-from core.sweep import ARCHIVE_MIN_CHARS, RULES
+from memlens import InvalidInput, MemoryStore
+from memlens import sweep as sweep_engine
+from memlens.cli import main
+from memlens.decay import composite_score
+from memlens.sweep import ARCHIVE_MIN_CHARS, RULES
 
 WORDS = ["apple", "bridge", "candle", "dragon", "engine", "forest", "guitar", "harbor", "island", "jungle", "kettle", "lantern"]
 DAY = timedelta(days=1)

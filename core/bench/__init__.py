@@ -1,1 +1,1 @@
-"""Benchmarks of speed and scale: ``python -m core.bench`` (see the README's "Benchmarks" section)."""
+"""Benchmarks of speed and scale: ``python -m memlens.bench`` (see the README's "Benchmarks" section)."""

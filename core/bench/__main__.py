@@ -1,4 +1,4 @@
-"""``python -m core.bench``: speed and scale figures, each beside a baseline measured in the same process.
+"""``python -m memlens.bench``: speed and scale figures, each beside a baseline measured in the same process.
 
 Sizes default to 10k, 50k and 100k (a few minutes on a 2-core machine); ``--sizes 1m`` adds the million-memory
 figures (about fifteen more minutes, and four to build the store the first time). Generated stores are cached under
@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.bench import forget_bench, import_bench, search_bench, storage_bench, stores, supersede_bench, sweep_bench
-from core.bench.generator import Generator
-from core.bench.timing import machine
-from core.errors import InvalidInput
+from memlens.bench import forget_bench, import_bench, search_bench, storage_bench, stores, supersede_bench, sweep_bench
+from memlens.bench.generator import Generator
+from memlens.bench.timing import machine
+from memlens.errors import InvalidInput
 
 BENCHMARKS = ("import", "supersede", "search", "sweep", "forget", "storage", "gui")
 #: Where the supersede and search figures are measured (the issue's targets are at 100k and 1M).
@@ -104,10 +104,10 @@ def run(sizes: Sequence[int], *, seed: int, cache_dir: Path, only: set[str], ski
 
 
 def gui(path: Path) -> dict[str, Any]:
-    """The GUI benchmark in its own process (core never imports Qt): ``python -m gui.bench``."""
+    """The GUI benchmark in its own process (core never imports Qt): ``python -m memlens.gui.bench``."""
     env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
     try:
-        proc = subprocess.run([sys.executable, "-m", "gui.bench", "--db", str(path), "--json"], capture_output=True, text=True, env=env, timeout=900)
+        proc = subprocess.run([sys.executable, "-m", "memlens.gui.bench", "--db", str(path), "--json"], capture_output=True, text=True, env=env, timeout=900)
     except subprocess.TimeoutExpired:
         return {"error": "timed out after 15 minutes"}
     if proc.returncode != 0:
@@ -115,7 +115,7 @@ def gui(path: Path) -> dict[str, Any]:
         reason = next((line for line in lines if line.startswith(("Fatal Python error", "Traceback"))), lines[-1])
         if reason.startswith("Traceback"):
             reason = lines[-1]
-        return {"error": f"python -m gui.bench exited with {proc.returncode}: {reason}"}
+        return {"error": f"python -m memlens.gui.bench exited with {proc.returncode}: {reason}"}
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
@@ -214,7 +214,7 @@ def table(results: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks from the command line; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m core.bench", description="Speed and scale benchmarks, each beside a baseline measured in the same process.")
+    parser = argparse.ArgumentParser(prog="python -m memlens.bench", description="Speed and scale benchmarks, each beside a baseline measured in the same process.")
     parser.add_argument("--sizes", default="10k,50k,100k", help="comma-separated store sizes (default 10k,50k,100k; add 1m for the million)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
         only, skip = _names(args.only), _names(args.skip)
     except InvalidInput as exc:
-        print(f"python -m core.bench: {exc}", file=sys.stderr)
+        print(f"python -m memlens.bench: {exc}", file=sys.stderr)
         return 2
     if args.clear_cache and args.cache_dir.exists():
         shutil.rmtree(args.cache_dir)

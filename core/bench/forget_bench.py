@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from core.bench.generator import EPOCH
-from core.bench.timing import summary_ms, timed
-from core.store import MemoryStore
+from memlens.bench.generator import EPOCH
+from memlens.bench.timing import summary_ms, timed
+from memlens.store import MemoryStore
 
 
 def run(path: Path, seed: int, *, calls: int = 20) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from core.text import STOPWORDS
+from memlens.text import STOPWORDS
 
 #: Every generated store starts here; memories are spread over the year before it.
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -45,7 +45,7 @@ TTL_SHARE = 0.01
 
 @dataclass(frozen=True)
 class GeneratedMemory:
-    """One generated memory, in the shape :meth:`core.store.MemoryStore.remember_many` takes."""
+    """One generated memory, in the shape :meth:`memlens.store.MemoryStore.remember_many` takes."""
 
     content: str
     layer: str

@@ -6,11 +6,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.bench import stores
-from core.bench.generator import Generator
-from core.models import ts_from_dt
-from core.store import MemoryStore
-from core.text import default_title
+from memlens.bench import stores
+from memlens.bench.generator import Generator
+from memlens.models import ts_from_dt
+from memlens.store import MemoryStore
+from memlens.text import default_title
 
 _RAW_INSERT = (
     "INSERT INTO memories (id, layer, type, title, content, project, tags, importance, origin, created_at, updated_at, "

@@ -1,6 +1,6 @@
 """An exact, vectorised full scan for supersede decisions: the oracle for the agreement check at scale.
 
-:func:`core.supersede.brute_force_best` reads every latest memory for every call, seconds each at a million, so
+:func:`memlens.supersede.brute_force_best` reads every latest memory for every call, seconds each at a million, so
 checking 1,000 decisions with it would take hours. This scan reads every latest memory of the knowledge layers
 *once*, keeps their token sets as integer postings, and then computes the Jaccard similarity of a probe with
 every one of them with numpy. Its answers are checked against ``brute_force_best`` itself on the probes the
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from core.db import Connection
-from core.supersede import SUPERSEDING_LAYERS
-from core.text import similarity_tokens
+from memlens.db import Connection
+from memlens.supersede import SUPERSEDING_LAYERS
+from memlens.text import similarity_tokens
 
 
 class ExactScan:
@@ -61,7 +61,7 @@ class ExactScan:
 
     def best(self, tokens: Iterable[str], *, layer: str, project: str | None, probe_threshold: float, now: float) -> tuple[int, float] | None:
         """(memory id, similarity) of the most similar latest memory above the threshold, ties to the newest,
-        by the same rule as :func:`core.supersede.brute_force_best`; None when nothing passes."""
+        by the same rule as :func:`memlens.supersede.brute_force_best`; None when nothing passes."""
         toks = frozenset(tokens)
         if layer not in SUPERSEDING_LAYERS or not toks or not len(self.ids):
             return None

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from core.bench.generator import EPOCH, Generator
-from core.bench.timing import median_of_rounds, summary_ms, timed
-from core.store import MemoryStore
+from memlens.bench.generator import EPOCH, Generator
+from memlens.bench.timing import median_of_rounds, summary_ms, timed
+from memlens.store import MemoryStore
 
 RAW_SQL = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts) LIMIT ?"
 

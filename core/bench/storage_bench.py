@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.store import MemoryStore
+from memlens.store import MemoryStore
 
 
 def run(path: Path) -> dict[str, Any]:

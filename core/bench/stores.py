@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import schema, supersede, text
-from core.bench import generator
-from core.bench.generator import Generator
-from core.store import MemoryStore
+from memlens import schema, supersede, text
+from memlens.bench import generator
+from memlens.bench.generator import Generator
+from memlens.store import MemoryStore
 
 DEFAULT_CACHE = Path(os.environ.get("MEMLENS_BENCH_CACHE", "/tmp/memlens-bench"))
 #: Bump when the generator's output changes in a way its source hash would not show.

@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from core.bench.generator import EPOCH, Generator
-from core.bench.scan import ExactScan
-from core.bench.timing import summary_ms, timed
-from core.models import ts_from_dt
-from core.store import MemoryStore
-from core.supersede import brute_force_best, find_best
-from core.text import similarity_tokens
+from memlens.bench.generator import EPOCH, Generator
+from memlens.bench.scan import ExactScan
+from memlens.bench.timing import summary_ms, timed
+from memlens.models import ts_from_dt
+from memlens.store import MemoryStore
+from memlens.supersede import brute_force_best, find_best
+from memlens.text import similarity_tokens
 
 Probe = tuple[str, str, str | None]  # text, layer, project
 

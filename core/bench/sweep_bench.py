@@ -6,10 +6,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from core.bench.generator import EPOCH
-from core.bench.timing import summary_ms, timed
-from core.models import utc_from_ts
-from core.store import MemoryStore
+from memlens.bench.generator import EPOCH
+from memlens.bench.timing import summary_ms, timed
+from memlens.models import utc_from_ts
+from memlens.store import MemoryStore
 
 
 def run(path: Path, *, due_to_apply: int = 1000, rounds: int = 5) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from core import db
+from memlens import db
 
 T = TypeVar("T")
 

@@ -18,17 +18,17 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from core.config import default_store_path
-from core.errors import InvalidInput, MemlensError
+from memlens.config import default_store_path
+from memlens.errors import InvalidInput, MemlensError
 
 #: Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = (
-    "core.cli.store_commands",
-    "core.cli.maintenance_commands",
-    "core.cli.lifecycle_commands",
-    "core.cli.agent_commands",
-    "core.cli.demo_commands",
-    "core.cli.embed_commands",
+    "memlens.cli.store_commands",
+    "memlens.cli.maintenance_commands",
+    "memlens.cli.lifecycle_commands",
+    "memlens.cli.agent_commands",
+    "memlens.cli.demo_commands",
+    "memlens.cli.embed_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]
@@ -90,7 +90,7 @@ def store_path(args: argparse.Namespace) -> Path:
 
 def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool = False) -> Any:
     """Open the store named by --db / $MEMLENS_DB / the default path."""
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
     return MemoryStore.open(store_path(args), create=create, readonly=readonly, actor="cli")
 
@@ -98,15 +98,28 @@ def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> None:
     """Print JSON with --json, else the human text."""
     if getattr(args, "json", False):
-        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        out = json.dumps(data, ensure_ascii=False, indent=2, default=str)
+        if not _encodable(out):
+            # A lone surrogate (from a hostile argument) cannot be written as UTF-8; JSON's \u escapes can say it.
+            out = json.dumps(data, ensure_ascii=True, indent=2, default=str)
+        print(out)
     else:
-        print(text() if callable(text) else text)
+        out = text() if callable(text) else text
+        print(out if _encodable(out) else out.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    from core.cli.agent_commands import hook_fast_path
+    from memlens.cli.agent_commands import hook_fast_path
 
     fast = hook_fast_path(argv)  # `memlens hook` runs on every agent tool call: it skips loading the other commands
     if fast is not None:
@@ -116,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.version:
-            from core import __version__
+            from memlens import __version__
 
             print(f"memlens {__version__}")
             return 0
@@ -144,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # Damage deep in the file surfaces in whichever read first touches it, far from the checks at open time:
         # name it like every other environment error instead of printing a traceback.
-        from core import db
+        from memlens import db
 
         err = db.classify(exc, store_path(args) if args is not None else "the store") if isinstance(exc, db.sqlite.Error) else exc
         if not isinstance(err, MemlensError):

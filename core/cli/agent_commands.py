@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from core.cli import add_json_flag, emit, now_from, open_store, store_path
-from core.config import default_store_path
-from core.errors import InvalidInput, MemlensError
+from memlens.cli import add_json_flag, emit, now_from, open_store, store_path
+from memlens.config import default_store_path
+from memlens.errors import InvalidInput, MemlensError
 
 
 def register(sub: Any) -> None:
@@ -63,7 +63,7 @@ def hook_fast_path(argv: Sequence[str]) -> int | None:
         rest = rest[1:] if "=" in rest[0] else rest[2:]
     if rest[:1] != ["hook"]:
         return None
-    from core.cli import UsageError, _Parser
+    from memlens.cli import UsageError, _Parser
 
     parser = _Parser(prog="memlens")
     parser.add_argument("--db", metavar="PATH")
@@ -71,7 +71,7 @@ def hook_fast_path(argv: Sequence[str]) -> int | None:
     try:
         args = parser.parse_args(list(argv))
     except UsageError as exc:
-        from core.hooks import log_problem
+        from memlens.hooks import log_problem
 
         log_problem(_hook_store_path(argv), f"bad command line for memlens hook: {exc}")
         return 0
@@ -98,24 +98,36 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     try:
-        from core.mcp_server import serve
+        from memlens.mcp_server import serve
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in ("mcp", "pydantic"):
             raise
-        raise MemlensError("the MCP server needs the optional dependency `mcp`: pip install 'memlens[mcp]'") from None
+        raise MemlensError(_mcp_missing()) from None
 
     serve(store_path(args))
     return 0
 
 
+def _mcp_missing() -> str:
+    """What to tell a person whose `mcp` package cannot serve: absent, or a major version this code was not written
+    for (1.x has no mcp.server.mcpserver)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return "the MCP server needs the optional dependency `mcp`: pip install 'memlens[mcp]'"
+    return f"the MCP server needs mcp 2.x, but mcp {version} is installed: pip install 'mcp>=2,<3' (or 'memlens[mcp]')"
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
-    from core.hooks import run
+    from memlens.hooks import run
 
     return run(sys.stdin.buffer, store_path(args), event_name=args.event)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from core.io import read_file, read_text
+    from memlens.io import read_file, read_text
 
     now = now_from(args)
     if args.file == "-":
@@ -135,7 +147,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from core.io import export_file
+    from memlens.io import export_file
 
     bar = ProgressBar("exporting", sys.stderr, enabled=not args.no_progress)
     try:

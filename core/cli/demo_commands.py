@@ -1,4 +1,4 @@
-"""``memlens demo``: fill a store with a realistic demo (see :mod:`core.demo`)."""
+"""``memlens demo``: fill a store with a realistic demo (see :mod:`memlens.demo`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from core.cli import add_json_flag, emit, now_from, store_path
-from core.errors import InvalidInput
+from memlens.cli import add_json_flag, emit, now_from, store_path
+from memlens.errors import InvalidInput
 
 
 def register(sub: Any) -> None:
@@ -23,8 +23,8 @@ def register(sub: Any) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Generate the demo into the chosen store."""
-    from core.demo import generate
-    from core.store import MemoryStore
+    from memlens.demo import generate
+    from memlens.store import MemoryStore
 
     now = now_from(args)
     with MemoryStore.open(store_path(args), actor="demo") as store:

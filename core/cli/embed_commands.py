@@ -7,13 +7,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from core.cli import add_json_flag, emit, now_from, open_store
-from core.errors import InvalidInput
+from memlens.cli import add_json_flag, emit, now_from, open_store
+from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from core.embeddings import EmbeddingConfig
+    from memlens.embeddings import EmbeddingConfig
 
-# core.embeddings (and numpy through it) is imported by the command itself: every `memlens` call builds this parser.
+# memlens.embeddings (and numpy through it) is imported by the command itself: every `memlens` call builds this parser.
 
 
 def register(sub: Any) -> None:
@@ -37,8 +37,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from core.cli.agent_commands import ProgressBar
-    from core.embeddings import EmbeddingClient
+    from memlens.cli.agent_commands import ProgressBar
+    from memlens.embeddings import EmbeddingClient
 
     config = _config(args)
     if args.batch is not None and args.batch < 1:
@@ -60,7 +60,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> EmbeddingConfig:
-    from core.embeddings import EmbeddingConfig
+    from memlens.embeddings import EmbeddingConfig
 
     # The flags override the environment; the key and timeout come from the environment only (keys stay off argv).
     merged = dict(os.environ)

@@ -6,15 +6,15 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from core.cli import add_json_flag, emit, now_from, open_store
-from core.decay import composite_score
-from core.decay import strength as strength_of
-from core.errors import InvalidInput
+from memlens.cli import add_json_flag, emit, now_from, open_store
+from memlens.decay import composite_score
+from memlens.decay import strength as strength_of
+from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from core.llm import LLMConfig
+    from memlens.llm import LLMConfig
 
-# core.consolidate and core.llm (which bring numpy) are imported by the commands that use them: every `memlens`
+# memlens.consolidate and memlens.llm (which bring numpy) are imported by the commands that use them: every `memlens`
 # call builds this parser, and agent hooks call memlens on every tool use.
 
 
@@ -69,7 +69,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _llm_config(args: argparse.Namespace) -> LLMConfig | None:
-    from core.llm import LLMConfig, LLMError
+    from memlens.llm import LLMConfig, LLMError
 
     if args.no_llm:
         return None
@@ -87,7 +87,7 @@ def _llm_config(args: argparse.Namespace) -> LLMConfig | None:
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
-    from core.consolidate import run as run_consolidation
+    from memlens.consolidate import run as run_consolidation
 
     now = now_from(args)
     config = _llm_config(args)

@@ -7,10 +7,10 @@ import re
 import sys
 from typing import Any
 
-from core.cli import add_json_flag, emit, now_from, open_store, store_path
-from core.errors import InvalidInput
-from core.maintenance import backup, describe, doctor
-from core.redact import redact
+from memlens.cli import add_json_flag, emit, now_from, open_store, store_path
+from memlens.errors import InvalidInput
+from memlens.maintenance import backup, describe, doctor
+from memlens.redact import redact
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
 
@@ -68,7 +68,7 @@ def _read_text(value: str | None) -> str:
 
 
 def redaction_preview(text: str) -> dict[str, Any]:
-    """What :func:`core.redact.redact` does to ``text``: the result, and each [REDACTED:rule] marker with its rule, its
+    """What :func:`memlens.redact.redact` does to ``text``: the result, and each [REDACTED:rule] marker with its rule, its
     place in the result (line, column, offset) and the line around it, never the secret itself."""
     redacted, found = redact(text)
     places = []

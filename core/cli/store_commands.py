@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Any
 
-from core.cli import add_json_flag, emit, now_from, open_store, parse_when, store_path
-from core.decay import strength as strength_of
-from core.errors import InvalidInput
-from core.models import Memory
+from memlens.cli import add_json_flag, emit, now_from, open_store, parse_when, store_path
+from memlens.decay import strength as strength_of
+from memlens.errors import InvalidInput
+from memlens.models import Memory
 
 
 def register(sub: Any) -> None:

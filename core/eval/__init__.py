@@ -1,1 +1,1 @@
-"""Retrieval-quality evaluations over public benchmarks: ``python -m core.eval.locomo --data FILE``."""
+"""Retrieval-quality evaluations over public benchmarks: ``python -m memlens.eval.locomo --data FILE``."""

@@ -1,12 +1,12 @@
 """Evidence recall@k on LoCoMo through memlens's public API, beside a plain FTS5 bm25 baseline from the same run.
 
-``python -m core.eval.locomo --data FILE`` takes any file shaped like LoCoMo's ``locomo10.json`` (a list of samples
+``python -m memlens.eval.locomo --data FILE`` takes any file shaped like LoCoMo's ``locomo10.json`` (a list of samples
 with ``conversation`` and ``qa``). For each sample, every turn is remembered in a fresh store with
-:meth:`core.store.MemoryStore.remember_many`, the way a user would import a chat history: content
+:meth:`memlens.store.MemoryStore.remember_many`, the way a user would import a chat history: content
 ``"<speaker>: <text>"`` (plus ``[shares <image caption>]``), the session's date as the time, the turn's ``dia_id``
 as ``source_ref``, one memlens session per conversation session, working layer, type ``message``, no supersede
 (turns are events, not facts that replace each other). Each question is then asked with
-:meth:`~core.store.MemoryStore.search` (limit 20, at one day after the last session) and scored on the ``dia_id``
+:meth:`~memlens.store.MemoryStore.search` (limit 20, at one day after the last session) and scored on the ``dia_id``
 of the hits, as ``shared/data/locomo/README.md`` defines it: recall@k = |gold ∩ top k| / |gold|, averaged over
 questions, questions without usable evidence skipped.
 
@@ -28,9 +28,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from core import db
-from core.errors import InvalidInput
-from core.store import MemoryStore
+from memlens import db
+from memlens.errors import InvalidInput
+from memlens.store import MemoryStore
 
 KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -289,7 +289,7 @@ def _grid(rows: list[list[str]]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the evaluation from the command line; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m core.eval.locomo", description="Evidence recall@k of memlens search on a LoCoMo-shaped file.")
+    parser = argparse.ArgumentParser(prog="python -m memlens.eval.locomo", description="Evidence recall@k of memlens search on a LoCoMo-shaped file.")
     parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-shaped JSON file (e.g. ../shared/data/locomo/locomo-dev.json)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file")
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         samples = load(args.data)
     except InvalidInput as exc:
-        print(f"python -m core.eval.locomo: {exc}", file=sys.stderr)
+        print(f"python -m memlens.eval.locomo: {exc}", file=sys.stderr)
         return 2
     result = evaluate(samples, progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True))
     text = json.dumps(result, indent=2)

@@ -1,8 +1,8 @@
 """Moving memories in and out of a store: agentmemory exports in, memlens's own JSONL out and in.
 
-Readers (:mod:`core.io.agentmemory`, :mod:`core.io.jsonl`) check a whole file first and turn it into an
+Readers (:mod:`memlens.io.agentmemory`, :mod:`memlens.io.jsonl`) check a whole file first and turn it into an
 :class:`ImportBatch` of fully specified records, naming the first problem and writing nothing when the file is
-malformed. :meth:`core.store.MemoryStore.import_records` then writes the batch in one transaction and answers
+malformed. :meth:`memlens.store.MemoryStore.import_records` then writes the batch in one transaction and answers
 with an :class:`ImportSummary`. Records refer to each other (parent version, chain, relations) by ``key``, a
 string unique within the batch, because the ids they get in the store are only known while writing.
 
@@ -21,10 +21,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import InvalidInput
+from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
 #: ``progress(done, total)``; called from the thread doing the work (inside the write transaction while
 #: importing), so a GUI callback should only post the numbers to its own thread, never touch the store.
@@ -238,13 +238,13 @@ def read_file(path: str | Path, *, format: str | None = None) -> ImportBatch:
     """Read and check an export file completely; raises InvalidInput naming the first problem."""
     fmt = format or detect_format(path)
     if fmt == "agentmemory":
-        import core.io.agentmemory
+        import memlens.io.agentmemory
 
-        return core.io.agentmemory.load(path)
+        return memlens.io.agentmemory.load(path)
     if fmt == "memlens":
-        import core.io.jsonl
+        import memlens.io.jsonl
 
-        return core.io.jsonl.load(path)
+        return memlens.io.jsonl.load(path)
     raise InvalidInput(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
@@ -252,17 +252,17 @@ def read_text(text: str, *, format: str | None = None) -> ImportBatch:
     """Like :func:`read_file`, for an export already in memory (``memlens import -`` reads standard input)."""
     fmt = format or detect_text_format(text)
     if fmt == "agentmemory":
-        import core.io.agentmemory
+        import memlens.io.agentmemory
 
         try:
             data = json.loads(text.lstrip("\ufeff"))
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"the input is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-        return core.io.agentmemory.parse(data)
+        return memlens.io.agentmemory.parse(data)
     if fmt == "memlens":
-        import core.io.jsonl
+        import memlens.io.jsonl
 
-        return core.io.jsonl.parse(text.lstrip("\ufeff").splitlines())
+        return memlens.io.jsonl.parse(text.lstrip("\ufeff").splitlines())
     raise InvalidInput(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
@@ -289,6 +289,6 @@ def export_file(store: MemoryStore, path: str | Path, *, now: datetime | None = 
     The file is written next to its destination and moved into place when complete, so a failed export never
     leaves half a file behind. ``progress(done, total)`` counts memories written.
     """
-    import core.io.jsonl
+    import memlens.io.jsonl
 
-    return core.io.jsonl.export(store, path, now=now, progress=progress)
+    return memlens.io.jsonl.export(store, path, now=now, progress=progress)

@@ -31,9 +31,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.decay import cold_start_importance
-from core.errors import InvalidInput
-from core.io import ImportBatch, MemoryRecord, RelationRecord, SessionRecord
+from memlens.decay import cold_start_importance
+from memlens.errors import InvalidInput
+from memlens.io import ImportBatch, MemoryRecord, RelationRecord, SessionRecord
 
 FORMAT = "agentmemory"
 #: Sections that are imported; everything else at the top level except these and the envelope is reported as ignored.

@@ -2,7 +2,7 @@
 
 The first line is a header ``{"format": "memlens", "version": 1, ...}``; then every session (``"record":
 "session"``), every memory with all its versions (``"record": "memory"``, the fields of
-:meth:`core.models.Memory.to_dict` plus ``access_log``, the times it was recalled), every relation (``"record":
+:meth:`memlens.models.Memory.to_dict` plus ``access_log``, the times it was recalled), every relation (``"record":
 "relation"``), and a last line ``{"record": "end", ...}`` with the counts, so a truncated file is recognised.
 Times are ISO 8601 in UTC with microseconds. Exporting a store, importing the file into an empty store and
 exporting again gives the same records (ids, versions, chains, times, access counts, relations, sessions); the
@@ -23,12 +23,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from core.errors import InvalidInput
-from core.io import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
-from core.models import RELATION_KINDS, Layer, Origin
+from memlens.errors import InvalidInput
+from memlens.io import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
+from memlens.models import RELATION_KINDS, Layer, Origin
 
 if TYPE_CHECKING:
-    from core.store import MemoryStore
+    from memlens.store import MemoryStore
 
 FORMAT = "memlens"
 VERSION = 1
@@ -45,7 +45,7 @@ def _line(record: dict[str, Any]) -> str:
 
 def records(store: MemoryStore, *, now: datetime | None = None, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
     """The export of ``store`` as ``(record kind, line)`` pairs: header, sessions, memories, relations, end."""
-    from core import __version__
+    from memlens import __version__
 
     when = now or datetime.now(timezone.utc)
     total = store.count_memories(latest_only=False, include_expired=True)

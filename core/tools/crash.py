@@ -1,11 +1,11 @@
 """kill -9 in the middle of an operation, many times: the store must open, be intact, and the operation be whole
 or absent.
 
-``python -m core.tools.crash --runs 20`` builds one store with a realistic mix (knowledge with version chains,
+``python -m memlens.tools.crash --runs 20`` builds one store with a realistic mix (knowledge with version chains,
 sessions of observations, expired and pinned memories, derived summaries), then, run after run, copies it, starts
 a child process that performs one operation on the copy and kills that child with SIGKILL at a random point:
 
-* ``import`` — a large memlens JSONL import through :func:`core.io.import_file` (one transaction),
+* ``import`` — a large memlens JSONL import through :func:`memlens.io.import_file` (one transaction),
 * ``remember_many`` — a large bulk load in one batch,
 * ``forget`` — erasing hundreds of memories at once (and the WAL checkpoint that follows),
 * ``sweep`` and ``consolidate`` — when the store has them.
@@ -18,7 +18,7 @@ close).
 
 After each kill the copy must open with :class:`core.MemoryStore`; ``PRAGMA integrity_check``, the FTS5 checks, the
 full-text and supersede indexes' agreement with the table, orphans, chains and the audit chain are checked by
-:func:`core.maintenance.doctor` (a crash may not add any finding that the uninterrupted operation does not also
+:func:`memlens.maintenance.doctor` (a crash may not add any finding that the uninterrupted operation does not also
 leave); and a digest of every table's rows must equal either the store before the operation (absent) or after it
 ran uninterrupted (whole). The tally printed: runs, killed mid-operation, finished before the kill, absent, whole,
 partial (must be 0), unhealthy (must be 0).
@@ -58,7 +58,7 @@ OPERATIONS = ("import", "remember_many", "forget", "sweep", "consolidate")
 
 def build_store(path: Path, *, size: int) -> None:
     """A store with ``size`` knowledge memories and everything the operations act on, all at fixed times."""
-    from core import MemoryStore
+    from memlens import MemoryStore
 
     past = NOW - timedelta(days=300)
     with MemoryStore.open(path) as store:
@@ -107,8 +107,8 @@ def build_store(path: Path, *, size: int) -> None:
 
 def build_payload(path: Path, *, size: int) -> None:
     """A memlens JSONL export of ``size`` memories from a scratch store (what the ``import`` operation reads)."""
-    from core import MemoryStore
-    from core.io import export_file
+    from memlens import MemoryStore
+    from memlens.io import export_file
 
     scratch = path.with_suffix(".scratch.db")
     with MemoryStore.open(scratch) as store:
@@ -123,11 +123,11 @@ def build_payload(path: Path, *, size: int) -> None:
 
 def available_operations() -> list[str]:
     """The operations this installation can run (sweep, consolidation and import arrive with their modules)."""
-    from core import MemoryStore
+    from memlens import MemoryStore
 
     ops = ["remember_many", "forget"]
     try:
-        from core.io import export_file, import_file  # noqa: F401
+        from memlens.io import export_file, import_file  # noqa: F401
     except ImportError:
         pass
     else:
@@ -144,7 +144,7 @@ def available_operations() -> list[str]:
 def perform(store: Any, op: str, payload: Path | None, size: int) -> None:
     """Run one operation on an open store (the same call for the calibration, the reference and the crash runs)."""
     if op == "import":
-        from core.io import import_file
+        from memlens.io import import_file
 
         assert payload is not None
         import_file(store, payload, now=LATER)
@@ -168,7 +168,7 @@ def perform(store: Any, op: str, payload: Path | None, size: int) -> None:
 def child(db_path: str, op: str, payload: str | None, size: int, kill_after: int) -> int:
     """Open the store, report readiness, run the operation; SIGKILL itself after ``kill_after`` progress calls
     (0: never; -1: as soon as the first transaction has committed) and otherwise print how many there were."""
-    from core import MemoryStore, db
+    from memlens import MemoryStore, db
 
     store = MemoryStore.open(db_path)
     calls = 0
@@ -223,7 +223,7 @@ def child(db_path: str, op: str, payload: str | None, size: int, kill_after: int
 
 def digest(path: Path) -> str:
     """SHA-256 of every row of the state tables, in a fixed order: equal digests mean equal stores."""
-    from core import db
+    from memlens import db
 
     conn = db.open_connection(path, f"file:{path.as_posix()}?mode=ro")
     try:
@@ -241,7 +241,7 @@ def digest(path: Path) -> str:
 
 def findings(path: Path) -> set[str]:
     """The names of the doctor's failed checks (file permissions aside: copies are made by this tool)."""
-    from core.maintenance import doctor
+    from memlens.maintenance import doctor
 
     report = doctor(path)
     return {f"{c.name}: {c.summary}" for c in report.checks if not c.ok and c.name != "permissions"}
@@ -256,7 +256,7 @@ def _copy(src: Path, dest: Path) -> None:
 
 def _spawn(db_path: Path, op: str, payload: Path | None, size: int, kill_after: int) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLENS_LLM")}  # the deterministic consolidation
-    cmd = [sys.executable, "-m", "core.tools.crash", "--child", op, "--db", str(db_path), "--size", str(size), "--kill-after", str(kill_after)]
+    cmd = [sys.executable, "-m", "memlens.tools.crash", "--child", op, "--db", str(db_path), "--size", str(size), "--kill-after", str(kill_after)]
     if payload is not None:
         cmd += ["--payload", str(payload)]
     root = Path(__file__).resolve().parents[2]
@@ -345,7 +345,7 @@ class CrashTally:
 def run(*, runs: int = 20, size: int = 3000, seed: int = 1, operations: list[str] | None = None, workdir: Path | None = None) -> CrashTally:
     """Run the crash campaign and return the tally. The copies live in ``workdir`` (default: a temporary folder,
     removed after a passing campaign; a failing run's copy is kept and named in the tally)."""
-    from core import MemoryStore
+    from memlens import MemoryStore
 
     rng = random.Random(seed)
     own_workdir = workdir is None
@@ -453,7 +453,7 @@ def run(*, runs: int = 20, size: int = 3000, seed: int = 1, operations: list[str
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m core.tools.crash", description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m memlens.tools.crash", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--size", type=int, default=3000, help="memories in the store, and in each import (default 3000)")
     parser.add_argument("--ops", help=f"comma-separated operations (default: all available of {', '.join(OPERATIONS)})")

@@ -1,13 +1,13 @@
 """Concurrent writers on one store: does every committed write survive, and does no lock error reach a caller?
 
-``python -m core.tools.stress --processes 4 --writes 2000`` starts that many writer processes on a fresh store (all
+``python -m memlens.tools.stress --processes 4 --writes 2000`` starts that many writer processes on a fresh store (all
 opening it at the same moment, so creation and migration race too), one maintainer process that forgets, recalls,
 sweeps and consolidates while they write (sweep and consolidation when the store has them), and one reader that
 searches and lists like the GUI. Each process logs every write it saw commit (the memory id) to its own file.
 
 Afterwards the store is checked: each committed write is either present or was erased by an audited forget or
 sweep (the audit log keeps the id of everything erased); anything else is *lost*. Version chains must have exactly
-one latest version, and :func:`core.maintenance.doctor` must find nothing wrong. The figures printed: writes
+one latest version, and :func:`memlens.maintenance.doctor` must find nothing wrong. The figures printed: writes
 attempted, committed, lost, lock errors that reached a caller, lock retries (BEGIN IMMEDIATE attempts repeated
 after the busy timeout ran out), other errors. The exit status is 0 only when lost, lock errors and other errors
 are all 0 and the store is healthy.
@@ -69,7 +69,7 @@ def _timed(stats: WorkerStats, kind: str, fn: Any) -> Any:
 
 
 def _classify_failure(stats: WorkerStats, exc: BaseException) -> None:
-    from core.errors import NotFound, StoreLockedError
+    from memlens.errors import NotFound, StoreLockedError
 
     if isinstance(exc, StoreLockedError) or "locked" in str(exc).lower():
         stats.lock_errors += 1
@@ -81,7 +81,7 @@ def _classify_failure(stats: WorkerStats, exc: BaseException) -> None:
 
 
 def _open(path: str, busy_timeout_ms: int | None, actor: str) -> Any:
-    from core import MemoryStore
+    from memlens import MemoryStore
 
     store = MemoryStore.open(path, actor=actor)
     if busy_timeout_ms is not None:
@@ -91,7 +91,7 @@ def _open(path: str, busy_timeout_ms: int | None, actor: str) -> Any:
 
 def writer(path: str, index: int, writes: int, seed: int, log_path: str, busy_timeout_ms: int | None, start: Any) -> None:
     """One agent process: remembers (supersede on), imports small batches, observes tool calls and recalls."""
-    from core import db
+    from memlens import db
 
     rng = random.Random(seed * 1000 + index)
     stats = WorkerStats(f"writer-{index}")
@@ -154,7 +154,7 @@ def writer(path: str, index: int, writes: int, seed: int, log_path: str, busy_ti
 
 def maintainer(path: str, seed: int, log_path: str, busy_timeout_ms: int | None, skip: tuple[str, ...], start: Any, stop: Any) -> None:
     """The GUI or a scheduled job: forgets, updates, ends sessions, sweeps and consolidates while agents write."""
-    from core import db
+    from memlens import db
 
     rng = random.Random(seed)
     stats = WorkerStats("maintainer")
@@ -302,8 +302,8 @@ def run(
 ) -> StressResult:
     """Run the stress test and check the store; ``db_path`` defaults to a fresh file in ``workdir``, which holds
     the processes' logs and defaults to a temporary folder (removed after a passing run, kept after a failing one)."""
-    from core import MemoryStore
-    from core.maintenance import doctor
+    from memlens import MemoryStore
+    from memlens.maintenance import doctor
 
     own_workdir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="memlens-stress-")) if workdir is None else Path(workdir)
@@ -396,7 +396,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m core.tools.stress", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="python -m memlens.tools.stress", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--processes", type=int, default=4, help="writer processes (default 4)")
     parser.add_argument("--writes", type=int, default=2000, help="writes per writer process (default 2000)")
     parser.add_argument("--db", help="store file (default: a fresh one in a temporary folder)")
