@@ -12,7 +12,6 @@ import heapq
 import json
 import math
 import re
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -25,6 +24,7 @@ from memlens.errors import InvalidInput, NotFound, QueryError, StoreEnvironmentE
 from memlens.io import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, SessionRecord
 from memlens.models import DEFAULT_LAYER_FOR_TYPE, RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
 from memlens.redact import redact, redact_value
+from memlens.storage.context import StoreContext, audit_hash
 from memlens.text import (
     MAX_CONTENT_CHARS,
     clean_text,
@@ -396,13 +396,10 @@ class MemoryStore:
     """
 
     def __init__(self, conn: db.Connection, path: Path, *, readonly: bool = False, actor: str = "api") -> None:
-        self._conn = conn
+        self.ctx = StoreContext(conn, path, readonly=readonly, actor=actor)
         self.path = path
         self.readonly = readonly
         self.actor = actor
-        self._lock = threading.RLock()
-        self._fts_secure = self._read_fts_secure()
-        self._settings = self._load_settings()
 
     # lifecycle of the object ---------------------------------------------------------------------------------
 
@@ -426,16 +423,7 @@ class MemoryStore:
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close; the store is unusable afterwards."""
-        with self._lock:
-            if self._conn is None:
-                return
-            try:
-                if not self.readonly:
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except db.sqlite.Error:
-                pass  # another process holds the WAL open; it will checkpoint when it closes
-            self._conn.close()
-            self._conn = None
+        self.ctx.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -446,39 +434,38 @@ class MemoryStore:
     @property
     def conn(self) -> db.Connection:
         """The underlying connection (for the engine's own modules; applications use the methods)."""
-        if self._conn is None:
-            raise InvalidInput("the store is closed")
-        return self._conn
+        return self.ctx.conn
 
     @property
     def settings(self) -> StoreSettings:
         """The engine's rules for this store (thresholds, decay rates), shared by every process using it."""
-        return self._settings
+        return self.ctx.settings
+
+    # Kept while the repositories move out of this class; the context owns these now.
+    @property
+    def _lock(self) -> Any:
+        return self.ctx.lock
+
+    @property
+    def _fts_secure(self) -> bool:
+        return self.ctx.fts_secure
+
+    @property
+    def _settings(self) -> StoreSettings:
+        return self.ctx.settings
+
+    @_settings.setter
+    def _settings(self, value: StoreSettings) -> None:
+        self.ctx.settings = value
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits a change (for live views)."""
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def _read_fts_secure(self) -> bool:
-        try:
-            row = self.conn.execute("SELECT v FROM memory_fts_config WHERE k = 'secure-delete'").fetchone()
-        except db.sqlite.Error:
-            return False
-        return bool(row and row[0])
-
-    def _load_settings(self) -> StoreSettings:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
-        if not row:
-            return StoreSettings()
-        try:
-            return StoreSettings.from_dict(json.loads(row[0]))
-        except (ValueError, TypeError):
-            return StoreSettings()
-
     def reload_settings(self) -> StoreSettings:
         """Re-read settings written by another process."""
-        self._settings = self._load_settings()
-        return self._settings
+        self.ctx.settings = self.ctx.load_settings()
+        return self.ctx.settings
 
     def configure(self, changes: Mapping[str, Any], *, now: datetime | None = None) -> StoreSettings:
         """Change settings (validated; audited). Changing decay rates recomputes when each memory fades."""
@@ -526,9 +513,7 @@ class MemoryStore:
     # transactions and audit ---------------------------------------------------------------------------------
 
     def _write(self) -> Any:
-        if self.readonly:
-            raise InvalidInput("this store is open read-only")
-        return _LockedTransaction(self)
+        return self.ctx.write()
 
     def _audit(
         self,
@@ -539,23 +524,7 @@ class MemoryStore:
         now: datetime,
         actor: str | None = None,
     ) -> int:
-        """Append one audit entry, chained to the previous one by hash. Never pass memory text here."""
-        targets = sorted(set(target_ids))
-        prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
-        prev_hash = prev[0] if prev else "0" * 64
-        at = ts_from_dt(now)
-        actor = actor or self.actor
-        details_text = _json(details)
-        targets_text = _json(targets)
-        digest = _audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
-        cur = conn.execute(
-            "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (at, operation, actor, targets_text, details_text, prev_hash, digest),
-        )
-        audit_id = int(cur.lastrowid)
-        if len(targets) <= 1000:
-            conn.executemany("INSERT INTO audit_targets(memory_id, audit_id) VALUES (?, ?)", [(t, audit_id) for t in targets])
-        return audit_id
+        return self.ctx.audit(conn, operation, target_ids, details, now, actor)
 
     def audit_event(self, operation: str, target_ids: Iterable[int], details: Mapping[str, Any], *, now: datetime | None = None) -> int:
         """Record an operation done by an engine module outside a store method (e.g. a sweep with no changes)."""
@@ -1784,7 +1753,7 @@ class MemoryStore:
                 missing = entry_id != prev_id + 1
                 problem = f"entry {prev_id + 1} is missing" if missing else f"entry {entry_id} does not follow entry {prev_id}"
                 return AuditCheck(False, checked, prev_id + 1 if missing else entry_id, problem)
-            if _audit_hash(stored_prev, at, op, actor, targets, details) != digest:
+            if audit_hash(stored_prev, at, op, actor, targets, details) != digest:
                 return AuditCheck(False, checked, entry_id, f"entry {entry_id} was altered")
             prev_hash, prev_id = digest, entry_id
             checked += 1
@@ -2688,34 +2657,6 @@ class MemoryStore:
                 break
         order = np.lexsort((best_ids, -best_scores))  # most similar first, ties to the lower id
         return [int(best_ids[i]) for i in order if best_scores[i] > 0.0]
-
-
-class _LockedTransaction:
-    """The store's write lock plus one database transaction."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-        self._cm: Any = None
-
-    def __enter__(self) -> db.Connection:
-        self._store._lock.acquire()
-        try:
-            self._cm = db.transaction(self._store.conn, self._store.path)
-            return self._cm.__enter__()
-        except BaseException:
-            self._store._lock.release()
-            raise
-
-    def __exit__(self, *exc: Any) -> Any:
-        try:
-            return self._cm.__exit__(*exc)
-        finally:
-            self._store._lock.release()
-
-
-def _audit_hash(prev_hash: str, at: float, operation: str, actor: str, targets: str, details: str) -> str:
-    payload = "\x1f".join([prev_hash, repr(float(at)), operation, actor, targets, details])
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def _row_to_session(row: Sequence[Any]) -> Session:

@@ -304,7 +304,7 @@ def test_audit_tampering_is_reported_with_the_first_bad_entry(capsys, db_path: P
 
 
 def test_rewriting_an_entry_and_its_hash_breaks_the_next_link(db_path: Path, t0):
-    from memlens.store import _audit_hash
+    from memlens.storage.context import audit_hash as _audit_hash
 
     with MemoryStore.open(db_path) as store:
         for i in range(4):
