@@ -23,12 +23,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memlens.db import Connection
 from memlens.text import jaccard, similarity_tokens, token_key
 
 if TYPE_CHECKING:
     # Imported where it is used: observations (every agent hook) never reach find_best and should not pay for numpy.
     import numpy as np
+
+    # A type only: callers hand over their connection, so this module needs nothing of the storage layer.
+    from memlens.db import Connection
 
 #: Layers whose memories are knowledge that can go stale; working observations and episodes are records of
 #: events and are never superseded.

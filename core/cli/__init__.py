@@ -1,7 +1,7 @@
 """The ``memlens`` command line.
 
 ``memlens [--db PATH] <command> [--json] ...``. Each command module under ``core/cli/`` registers its
-subcommands; this module builds the parser, opens the store and turns memlens errors into one line on stderr with
+subcommands; this module builds the parser and turns memlens errors into one line on stderr with
 a non-zero exit code (2 for usage, 1 for everything else). It uses only the public API of :mod:`core`.
 """
 
@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from importlib.metadata import entry_points
-from pathlib import Path
-from typing import Any
 
+from memlens.cli.common import (
+    Parser,
+    UsageError,
+    add_json_flag,
+    emit,
+    now_from,
+    open_store,
+    parse_when,
+    store_path,
+)
 from memlens.config import default_store_path
 from memlens.errors import InvalidInput, MemlensError
+
+# The helpers every command module uses live in memlens.cli.common; they are named here too for callers of old.
+__all__ = ["COMMAND_MODULES", "Parser", "UsageError", "add_json_flag", "build_parser", "emit", "main", "now_from", "open_store", "parse_when", "store_path"]
 
 #: Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = (
@@ -34,21 +43,12 @@ COMMAND_MODULES = (
 Handler = Callable[[argparse.Namespace], int]
 
 
-class UsageError(Exception):
-    """A command was called wrongly (exit code 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse would print usage and exit itself
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every command module's subcommands."""
-    parser = _Parser(prog="memlens", description="memlens: see, curate and forget what your agent remembers.")
+    parser = Parser(prog="memlens", description="memlens: see, curate and forget what your agent remembers.")
     parser.add_argument("--db", metavar="PATH", help=f"store file (default: $MEMLENS_DB or {default_store_path()})")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     # Other packages (the desktop app) add commands through the "memlens.commands" entry point group, so core
@@ -60,60 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     return parser
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    """Every command takes --json for machine-readable output."""
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
-
-def parse_when(text: str | None) -> datetime | None:
-    """An ISO 8601 time (a date alone means midnight UTC; no zone means UTC), or None."""
-    if text is None:
-        return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput(f"not a date or time: {text!r} (use ISO 8601, e.g. 2026-05-01 or 2026-05-01T14:30)") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def now_from(args: argparse.Namespace) -> datetime:
-    """``--now`` (for scripted time travel) or the current time."""
-    return parse_when(getattr(args, "now", None)) or datetime.now(timezone.utc)
-
-
-def store_path(args: argparse.Namespace) -> Path:
-    """The store file the command works on."""
-    return Path(args.db).expanduser() if args.db else default_store_path()
-
-
-def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool = False) -> Any:
-    """Open the store named by --db / $MEMLENS_DB / the default path."""
-    from memlens.store import MemoryStore
-
-    return MemoryStore.open(store_path(args), create=create, readonly=readonly, actor="cli")
-
-
-def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> None:
-    """Print JSON with --json, else the human text."""
-    if getattr(args, "json", False):
-        out = json.dumps(data, ensure_ascii=False, indent=2, default=str)
-        if not _encodable(out):
-            # A lone surrogate (from a hostile argument) cannot be written as UTF-8; JSON's \u escapes can say it.
-            out = json.dumps(data, ensure_ascii=True, indent=2, default=str)
-        print(out)
-    else:
-        out = text() if callable(text) else text
-        print(out if _encodable(out) else out.encode("utf-8", "backslashreplace").decode("utf-8"))
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from memlens.cli import add_json_flag, emit, now_from, open_store, store_path
+from memlens.cli.common import Parser, UsageError, add_json_flag, emit, now_from, open_store, store_path
 from memlens.config import default_store_path
 from memlens.errors import InvalidInput, MemlensError
 
@@ -63,11 +63,10 @@ def hook_fast_path(argv: Sequence[str]) -> int | None:
         rest = rest[1:] if "=" in rest[0] else rest[2:]
     if rest[:1] != ["hook"]:
         return None
-    from memlens.cli import UsageError, _Parser
 
-    parser = _Parser(prog="memlens")
+    parser = Parser(prog="memlens")
     parser.add_argument("--db", metavar="PATH")
-    _register_hook(parser.add_subparsers(dest="command", parser_class=_Parser))
+    _register_hook(parser.add_subparsers(dest="command", parser_class=Parser))
     try:
         args = parser.parse_args(list(argv))
     except UsageError as exc:

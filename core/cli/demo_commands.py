@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from memlens.cli import add_json_flag, emit, now_from, store_path
+from memlens.cli.common import add_json_flag, emit, now_from, store_path
 from memlens.errors import InvalidInput
 
 

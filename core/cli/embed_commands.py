@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from memlens.cli import add_json_flag, emit, now_from, open_store
+from memlens.cli.common import add_json_flag, emit, now_from, open_store
 from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from memlens.cli import add_json_flag, emit, now_from, open_store
+from memlens.cli.common import add_json_flag, emit, now_from, open_store
 from memlens.decay import composite_score
 from memlens.decay import strength as strength_of
 from memlens.errors import InvalidInput

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any
 
-from memlens.cli import add_json_flag, emit, now_from, open_store, store_path
+from memlens.cli.common import add_json_flag, emit, now_from, open_store, store_path
 from memlens.errors import InvalidInput
 from memlens.maintenance import backup, describe, doctor
 from memlens.redact import redact

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from memlens.cli import add_json_flag, emit, now_from, open_store, parse_when, store_path
+from memlens.cli.common import add_json_flag, emit, now_from, open_store, parse_when, store_path
 from memlens.decay import strength as strength_of
 from memlens.errors import InvalidInput
 from memlens.models import Memory
