@@ -78,6 +78,28 @@ class LLMConfig:
         base_url, model, api_key, timeout = found
         return cls(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
 
+    @classmethod
+    def resolve(cls, url: str = "", model: str = "", environ: Mapping[str, str] | None = None) -> tuple[LLMConfig | None, str]:
+        """The one rule for which LLM to use, and a sentence saying which source it came from.
+
+        An endpoint ``url`` and ``model`` given by the caller (the GUI's settings, the CLI's options) win; giving only
+        one of them raises ``LLMError``. Without either, the ``MEMLENS_LLM_*`` environment decides (see
+        :meth:`from_env`), and with no endpoint there either the config is None: the deterministic method runs. The
+        API key always comes from ``MEMLENS_LLM_API_KEY``, else ``OPENAI_API_KEY``, and is never stored.
+        """
+        env = os.environ if environ is None else environ
+        url, model = url.strip(), model.strip()
+        if url or model:
+            if not (url and model):
+                raise LLMError("The LLM is half configured: set both the endpoint and the model.")
+            key = env.get("MEMLENS_LLM_API_KEY", "").strip() or env.get("OPENAI_API_KEY", "").strip() or None
+            config = cls(base_url=url.rstrip("/"), model=model, api_key=key)
+            return config, f"Using the LLM {config.model} at {config.base_url}."
+        found = cls.from_env(env)
+        if found is None:
+            return None, "No LLM is configured: the built-in deterministic method will run."
+        return found, f"Using the LLM {found.model} at {found.base_url} (from the MEMLENS_LLM_* environment)."
+
 
 class LLMClient:
     """A minimal client for ``POST {base_url}/chat/completions`` that asks for and returns JSON objects."""

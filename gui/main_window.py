@@ -29,25 +29,25 @@ from memlens.gui.file_dialogs import choose_open_file, choose_save_file
 from memlens.gui.icons import icon
 from memlens.gui.memory_model import COLUMN_INDEX, COLUMNS, ID_ROLE, MemoryQuery, MemoryTableModel
 from memlens.gui.new_memory_dialog import NewMemoryDialog
+from memlens.gui.operations import OpChanges
+from memlens.gui.operations.edit import remember, update_memory
+from memlens.gui.operations.forget import forget_memories, load_forget_plan
+from memlens.gui.operations.lifecycle import STRENGTH_TICK, ConsolidateResult, configure_store, consolidate, load_demo, preview_sweep, run_sweep
+from memlens.gui.operations.pin import set_pinned
+from memlens.gui.operations.time_travel import TIME_MOVED, TRAVEL_CHOICES, closest_choice, forecast, preview_at
 from memlens.gui.preferences import Preferences
 from memlens.gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
 from memlens.gui.scheduler import LifecycleScheduler
 from memlens.gui.sessions_view import SessionsView
 from memlens.gui.tasks import StoreReader, TaskContext, TaskRunner
+from memlens.gui.transfer import start_export, start_import
 from memlens.llm import LLMConfig, LLMError
 from memlens.models import KNOWN_TYPES, Layer, Memory
 from memlens.store import MemoryStore
+from memlens.sweep import SweepReport
 
 LAYERS = tuple(layer.value for layer in Layer)
 LAYER_LABELS = {"working": "Working", "episodic": "Episodic", "semantic": "Semantic", "procedural": "Procedural"}
-TRAVEL_CHOICES: tuple[tuple[str, timedelta | None], ...] = (
-    ("Now", None),
-    ("In 1 day", timedelta(days=1)),
-    ("In 1 week", timedelta(days=7)),
-    ("In 1 month", timedelta(days=30)),
-    ("In 3 months", timedelta(days=91)),
-    ("In 1 year", timedelta(days=365)),
-)
 #: Errors a person can act on: shown as a message. Anything else is a bug and is raised after the message.
 USER_ERRORS: tuple[type[BaseException], ...] = (MemlensError, LLMError, OSError)
 COMPARE_LIMIT = 8
@@ -59,23 +59,16 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def forgotten_message(store: MemoryStore, memory_id: int) -> str:
-    """HTML saying when, by whom and why ``memory_id`` was erased, from the audit log (reader thread)."""
-    for entry in store.audit(target_id=memory_id, limit=100):
-        if "forget" in entry.operation or entry.operation.startswith("sweep"):
-            reason = entry.details.get("reason")
-            why = f" Reason: <i>{html.escape(str(reason))}</i>." if reason else " No reason was given."
-            rule = entry.details.get("rule")
-            if rule:
-                why += f" Sweep rule: {html.escape(str(rule))}."
-            return (
-                f"Memory #{memory_id} was forgotten on <b>{fmt.when(entry.at)}</b> by <b>{html.escape(entry.actor)}</b> "
-                f"({html.escape(entry.operation)}, audit entry #{entry.id}).{why} Its text is gone; the audit log keeps a hash of it."
-            )
-    return (
-        f"There is no memory #{memory_id}. The audit log has no forget entry naming it: it was never stored here, or "
-        "it was erased in a bulk operation whose entry records only a count."
-    )
+def forgotten_message(store: MemoryStore, memory_id: int, now: datetime) -> str:
+    """HTML saying when, by whom and why ``memory_id`` was erased, in the words of :meth:`MemoryStore.explain` (reader thread)."""
+    try:
+        said = store.explain(memory_id, now=now)
+    except NotFound:
+        return (
+            f"There is no memory #{memory_id}. The audit log has no forget entry naming it: it was never stored here, or "
+            "it was erased in a bulk operation whose entry records only a count."
+        )
+    return f"Memory #{memory_id} was forgotten on purpose: {html.escape(said)} Its text is gone; the audit log keeps a hash of it."
 
 
 class Sidebar(QtWidgets.QWidget):
@@ -244,6 +237,10 @@ class MainWindow(QtWidgets.QMainWindow):
     time_travel_changed = Signal(object)
     refreshed = Signal()
     error_shown = Signal(str)
+    #: Emitted with the :class:`OpChanges` each time views were refreshed for them.
+    changes_applied = Signal(object)
+    #: Emitted after the project list, the audit operations and the store's settings were read again.
+    lists_loaded = Signal()
 
     def __init__(self, settings: QtCore.QSettings, *, clock: Callable[[], datetime] = utc_now, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -266,6 +263,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._poll_pending = False
         self._pending_select: int | None = None
         self._detail_id: int | None = None
+        #: Pages a change made stale: "memories", "audit", "sessions"; each refreshes when next shown.
+        self._stale_pages: set[str] = set()
         self._closing = False
 
         self.setWindowTitle("memlens")
@@ -669,9 +668,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.path = path
         self.tasks.path = path
         self.reader = StoreReader(path, self)
-        self.store_settings = settings
-        self.model.decay_config = settings.decay
-        self.strength_delegate.threshold = settings.decay.forget_threshold
+        self._use_store_settings(settings)
+        self._stale_pages.clear()
         self.model.set_reader(self.reader)
         self.audit_view.set_reader(self.reader)
         self.sessions_view.set_reader(self.reader)
@@ -775,15 +773,18 @@ class MainWindow(QtWidgets.QMainWindow):
             self.pages.setCurrentWidget(self.audit_view)
             if self.reader is not None:
                 self.audit_view.apply_filter()
+                self._refresh_stale_page()
             return
         if key == "sessions":
             self.pages.setCurrentWidget(self.sessions_view)
             if self.reader is not None:
+                self._stale_pages.discard("sessions")  # shown afresh: the list is read again below
                 self.sessions_view.model.set_project(self.sidebar.current_project())
             return
         self.pages.setCurrentWidget(self.memory_splitter)
         self.table.horizontalHeader().setSectionHidden(COLUMN_INDEX["layer"], key != "all")
         self.apply_query()
+        self._refresh_stale_page()
 
     def _project_changed(self, _project: object) -> None:
         self.refresh_counts()
@@ -815,6 +816,7 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         query = self.current_query()
         if query != self.model.query or (not self.model.rowCount() and not self.model.is_loading()):
+            self._stale_pages.discard("memories")  # read afresh
             self.model.set_query(query)
 
     def focus_search(self) -> None:
@@ -893,7 +895,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.detail.show_missing(memory_id, message)
             self.detail_shown.emit(memory_id)
 
-        self.reader.submit("detail", lambda store: forgotten_message(store, memory_id), shown, lambda e: self.show_error("Could not read the audit log", e))
+        now = self.now()
+        self.reader.submit("detail", lambda store: forgotten_message(store, memory_id, now), shown, lambda e: self.show_error("Could not read the audit log", e))
 
     def _load_compare(self, ids: list[int]) -> None:
         if self.reader is None:
@@ -1006,38 +1009,112 @@ class MainWindow(QtWidgets.QMainWindow):
             projects, operations, settings = result
             self.sidebar.set_projects(projects)
             self.audit_view.set_operations(operations)
-            self.store_settings = settings
-            self.model.decay_config = settings.decay
-            self.strength_delegate.threshold = settings.decay.forget_threshold
+            self._use_store_settings(settings)
+            self.lists_loaded.emit()
 
         self.reader.submit("lists", lists, shown, lambda e: self.show_error("Could not read the store", e))
 
+    def _use_store_settings(self, settings: StoreSettings) -> None:
+        self.store_settings = settings
+        self.model.decay_config = settings.decay
+        self.strength_delegate.threshold = settings.decay.forget_threshold
+
     def refresh_all(self) -> None:
-        """Reload counts, lists, the visible view's rows (in place) and the open detail."""
+        """Reload counts, lists, the visible view's rows (in place) and the open detail; other views on showing."""
         if self.reader is None:
             return
-        self.refresh_lists()
-        self.refresh_counts()
-        page = self.pages.currentWidget()
-        if page is self.memory_splitter:
-            if self.model.rowCount() or self.model.is_loading():
-                self.model.refresh()
-            else:
-                self.model.reload()
-        elif page is self.audit_view:
-            self.audit_view.model.refresh()
-        elif page is self.sessions_view:
-            self.sessions_view.model.refresh()
-        if self._detail_id is not None:
-            self.show_memory(self._detail_id)
+        self.apply_changes(OpChanges.everything())
         self.refreshed.emit()
 
     def refresh_strengths(self) -> None:
         """The strength timer: repaint strengths and relative times, recount (TTLs may have run out)."""
-        self.model.strengths_changed()
-        self.refresh_counts()
-        if self._detail_id is not None and self.pages.currentWidget() is self.memory_splitter:
-            self.show_memory(self._detail_id)
+        self.apply_changes(STRENGTH_TICK)
+
+    def operation_did_execute(self, name: str, changes: OpChanges) -> None:
+        """A write called ``name`` succeeded: refresh what ``changes`` names and emit ``write_finished(name)``."""
+        self._absorb_own_write()
+        self.apply_changes(changes)
+        self.write_finished.emit(name)
+
+    def _absorb_own_write(self) -> None:
+        """Take the store's data version after our own write as the live poll's baseline.
+
+        Operations write on connections of their own, which the poll cannot tell from another process's: without
+        this, every operation would be followed by a refresh of everything. (Another process committing in the
+        moment between the two is seen at its next commit.)"""
+        if self.reader is None:
+            return
+        self._poll_pending = True  # a poll already queued is made obsolete by this request (same key)
+
+        def seen(value: int) -> None:
+            self._poll_pending = False
+            self._data_version = value
+
+        def failed(error: BaseException) -> None:
+            self._poll_pending = False
+            self.live_label.setText(f"live view paused: {error}")
+
+        self.reader.submit("poll", lambda store: store.data_version(), seen, failed)
+
+    def apply_changes(self, changes: OpChanges) -> None:
+        """Refresh only the views ``changes`` names: the visible page at once, a hidden audit or sessions page when
+        it is next shown. Emits ``changes_applied`` with what it was given."""
+        if self.reader is None:
+            return
+        if changes.lists:
+            self.refresh_lists()
+        if changes.counts:
+            self.refresh_counts()
+        if changes.strengths:
+            self.model.strengths_changed()
+        on_memories = self.pages.currentWidget() is self.memory_splitter
+        if changes.memory_list or (changes.memory_ids and self._query_reads_edited_fields()):
+            self._stale_pages.add("memories")
+        elif changes.memory_ids:
+            self._reload_rows(changes.memory_ids)
+        if changes.audit:
+            self._stale_pages.add("audit")
+        if changes.sessions:
+            self._stale_pages.add("sessions")
+        self._refresh_stale_page()
+        detail = self._detail_id
+        if detail is not None and (detail in changes.memory_ids or changes.memory_list or (changes.strengths and on_memories)):
+            self.show_memory(detail)
+        self.changes_applied.emit(changes)
+
+    def _query_reads_edited_fields(self) -> bool:
+        """Whether the table's filter or order uses what an in-place edit changes (pinning, tags, importance, TTL)."""
+        q = self.model.query
+        edited_orders = {"importance", "tags", "forget_after"}
+        return q.pinned_only or bool(q.tags) or q.expiring_soon or q.order_by in edited_orders
+
+    def _reload_rows(self, ids: frozenset[int]) -> None:
+        """Read the memories ``ids`` again and repaint their rows, if shown (the list itself did not change)."""
+        shown = [i for i in ids if self.model.row_of(i) >= 0]
+        if self.reader is None or not shown:
+            return
+
+        def repaint(memories: list[Memory]) -> None:
+            for memory in memories:
+                self.model.update_memory(memory)
+
+        self.reader.submit("rows", lambda store: store.get_many(shown), repaint, lambda e: self.show_error("Could not read the memory", e))
+
+    def _refresh_stale_page(self) -> None:
+        """Refresh the visible page if a change made it stale (hidden pages wait until they are shown)."""
+        page = self.pages.currentWidget()
+        key = "audit" if page is self.audit_view else "sessions" if page is self.sessions_view else "memories"
+        if key not in self._stale_pages or self.reader is None:
+            return
+        self._stale_pages.discard(key)
+        if key == "audit":
+            self.audit_view.model.refresh()
+        elif key == "sessions":
+            self.sessions_view.model.refresh()
+        elif self.model.rowCount() or self.model.is_loading():
+            self.model.refresh()
+        else:
+            self.model.reload()
 
     def poll_for_changes(self) -> None:
         """The live view: if another connection committed since the last poll, refresh everything in place."""
@@ -1064,38 +1141,12 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # --- writes ------------------------------------------------------------------------------------------------
 
-    def _write(
-        self,
-        name: str,
-        fn: Callable[[MemoryStore, TaskContext], Any],
-        done: Callable[[Any], None],
-        title: str,
-        *,
-        on_error: Callable[[BaseException], None] | None = None,
-        on_progress: Callable[[int, int, str], None] | None = None,
-    ) -> None:
-        """Run a write in the background; afterwards refresh everything and emit ``write_finished(name)``."""
-        if self.path is None:
-            return
-        if self.read_only():
-            self.show_error(title, MemlensError("The store is shown at a later date (time travel) and is read-only; go back to now to change it."))
-            return
+    def dialog_parent(self) -> QtWidgets.QWidget:
+        """Operations' dialogs belong to the window."""
+        return self
 
-        def finished(result: Any) -> None:
-            done(result)
-            self.refresh_all()
-            self.write_finished.emit(name)
-
-        def failed(error: BaseException) -> None:
-            if on_error is not None:
-                on_error(error)
-            else:
-                self.show_error(title, error)
-            self.refresh_all()
-
-        self.tasks.start(name, fn, on_done=finished, on_error=failed, on_progress=on_progress)
-
-    def _open_dialog(self, dialog: QtWidgets.QDialog) -> None:
+    def open_dialog(self, dialog: QtWidgets.QDialog) -> None:
+        """Show ``dialog`` window-modal as ``self.dialog``; it deletes itself when closed."""
         self.dialog = dialog
         dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.finished.connect(lambda _r: setattr(self, "dialog", None) if self.dialog is dialog else None)
@@ -1119,13 +1170,7 @@ class MainWindow(QtWidgets.QMainWindow):
         """Read what would be erased, then ask for confirmation (the dialog is ``self.dialog``)."""
         if self.reader is None or self.read_only():
             return
-
-        def plan(store: MemoryStore) -> ForgetPlan:
-            memories = store.get_many(ids)
-            chains = {m.id: [v.id for v in store.history(m.id) if v.id != m.id] for m in memories}
-            return ForgetPlan(memories, chains)
-
-        self.reader.submit("forget-plan", plan, self._confirm_forget, lambda e: self.show_error("Cannot forget", e))
+        self.reader.submit("forget-plan", lambda store: load_forget_plan(store, ids), self._confirm_forget, lambda e: self.show_error("Cannot forget", e))
 
     def _confirm_forget(self, plan: ForgetPlan) -> None:
         if not plan.memories:
@@ -1136,16 +1181,12 @@ class MainWindow(QtWidgets.QMainWindow):
 
         def accepted() -> None:
             whole_chain, reason = dialog.values()
-            now = self.clock()
-            self._write(
-                "forget",
-                lambda store, _ctx: store.forget_many(ids, reason=reason, whole_chain=whole_chain, now=now),
-                lambda result: self.statusBar().showMessage(f"Forgot {fmt.plural(len(result.erased), 'memory version', 'memory versions')}.", 8000),
-                "Forget failed",
-            )
+            forget_memories(self, ids, reason=reason, whole_chain=whole_chain, now=self.clock()).success(
+                lambda result: self.statusBar().showMessage(f"Forgot {fmt.plural(len(result.erased), 'memory version', 'memory versions')}.", 8000)
+            ).run_in_background()
 
         dialog.accepted.connect(accepted)
-        self._open_dialog(dialog)
+        self.open_dialog(dialog)
 
     def new_memory_dialog(self) -> None:
         """Ctrl+N: the supersede-preview dialog, then store what the person chose."""
@@ -1154,22 +1195,18 @@ class MainWindow(QtWidgets.QMainWindow):
         projects = [self.sidebar.project.itemData(i) for i in range(1, self.sidebar.project.count())]
         dialog = NewMemoryDialog(self.reader, self.clock, projects, self.sidebar.current_project(), self)
 
+        def stored(memory: Memory) -> None:
+            what = f"as version {memory.version} of #{memory.parent_id}" if memory.parent_id else "as a new memory"
+            self.statusBar().showMessage(f"Stored #{memory.id} {what}.", 8000)
+            self.go_to_memory(memory.id)
+
         def accepted() -> None:
             c = dialog.candidate()
-            now = self.clock()
-
-            def store_it(store: MemoryStore, _ctx: TaskContext) -> Memory:
-                return store.remember(c.content, type=c.type, project=c.project, tags=list(c.tags), origin="user", supersede=c.supersede, now=now)
-
-            def stored(memory: Memory) -> None:
-                what = f"as version {memory.version} of #{memory.parent_id}" if memory.parent_id else "as a new memory"
-                self.statusBar().showMessage(f"Stored #{memory.id} {what}.", 8000)
-                self.go_to_memory(memory.id)
-
-            self._write("remember", store_it, stored, "Could not store the memory")
+            op = remember(self, c.content, type=c.type, project=c.project, tags=list(c.tags), supersede=c.supersede, now=self.clock())
+            op.success(stored).run_in_background()
 
         dialog.accepted.connect(accepted)
-        self._open_dialog(dialog)
+        self.open_dialog(dialog)
 
     def _current_memory(self) -> Memory | None:
         return self.detail.data.memory if self.detail.data is not None else None
@@ -1187,41 +1224,35 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.update_memory(memory.id, changes)
 
         dialog.accepted.connect(accepted)
-        self._open_dialog(dialog)
+        self.open_dialog(dialog)
 
     def update_memory(self, memory_id: int, changes: dict[str, Any]) -> None:
         """Apply ``MemoryStore.update`` changes in the background."""
-        now = self.clock()
+        update_memory(self, memory_id, changes, now=self.clock()).success(self._saved).run_in_background()
 
-        def edited(memory: Memory) -> None:
-            self.model.update_memory(memory)
-            self.statusBar().showMessage(f"Saved #{memory.id}.", 5000)
-
-        self._write("update", lambda store, _ctx: store.update(memory_id, now=now, **changes), edited, "Could not save the change")
+    def _saved(self, memory: Memory) -> None:
+        self.model.update_memory(memory)
+        self.statusBar().showMessage(f"Saved #{memory.id}.", 5000)
 
     def toggle_pin(self) -> None:
         """Ctrl+P: pin or unpin the shown memory."""
         memory = self._current_memory()
         if memory is not None:
-            self.update_memory(memory.id, {"pinned": not memory.pinned})
+            set_pinned(self, memory.id, not memory.pinned, now=self.clock()).success(self._saved).run_in_background()
 
     def _pin_from_detail(self, pinned: bool) -> None:
         memory = self._current_memory()
         if memory is not None and memory.pinned != pinned:
-            self.update_memory(memory.id, {"pinned": pinned})
+            set_pinned(self, memory.id, pinned, now=self.clock()).success(self._saved).run_in_background()
 
     def load_demo(self) -> None:
         """Write the demo (a few weeks of an agent's work) into this store, in the background."""
         if self.path is None or self.read_only():
             return
-        now = self.clock()
         progress = self.empty_state.progress
         progress.show()
         progress.setRange(0, 0)
         self.empty_state.demo_button.setEnabled(False)
-
-        def generate(store: MemoryStore, ctx: TaskContext) -> demo.DemoSummary:
-            return demo.generate(store, now=now, progress=lambda done, total: ctx.progress(done, total))
 
         def step(done: int, total: int, _text: str) -> None:
             if total:
@@ -1232,15 +1263,13 @@ class MainWindow(QtWidgets.QMainWindow):
             progress.hide()
             self.empty_state.demo_button.setEnabled(True)
             self.statusBar().showMessage(f"Demo loaded: {summary.describe()}", 10000)
-            self.refresh_all()
-            self.write_finished.emit("demo")
 
         def failed(error: BaseException) -> None:
             progress.hide()
             self.empty_state.demo_button.setEnabled(True)
             self.show_error("Could not load the demo", error)
 
-        self.tasks.start("demo", generate, on_done=finished, on_error=failed, on_progress=step, actor="demo")
+        load_demo(self, now=self.clock()).success(finished).failure(failed).with_progress(step).run_in_background()
 
     # --- lifecycle: sweep, consolidate, time travel -------------------------------------------------------------
 
@@ -1252,9 +1281,8 @@ class MainWindow(QtWidgets.QMainWindow):
         """Run the auto-forget sweep in the background (skipped while one runs or while time travelling)."""
         if self.path is None or self.read_only() or self.tasks.running("sweep"):
             return
-        now = self.clock()
 
-        def done(report: Any) -> None:
+        def done(report: SweepReport) -> None:
             self.last_sweep = report
             if report.decisions:
                 parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
@@ -1263,7 +1291,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.statusBar().showMessage("Sweep: nothing to forget.", 5000)
             self.sweep_finished.emit(report)
 
-        self._write("sweep", lambda store, _ctx: store.sweep(now=now), done, "The sweep failed")
+        run_sweep(self, now=self.clock()).success(done).run_in_background()
 
     def preview_sweep(self) -> None:
         """What the next automatic sweep would do, as a list (dry run: changes nothing)."""
@@ -1272,15 +1300,14 @@ class MainWindow(QtWidgets.QMainWindow):
         seconds = self.scheduler.seconds_to_sweep()
         when = self.now() + timedelta(seconds=max(0, seconds)) if not self.read_only() else self.now()
 
-        def shown(report: Any) -> None:
+        def shown(report: SweepReport) -> None:
             title = "Next sweep preview" if not self.read_only() else f"Sweep preview at {fmt.when(when)}"
             dialog = SweepPreviewDialog(report, title, self)
             dialog.memory_activated.connect(self.go_to_memory)
-            self._open_dialog(dialog)
+            self.open_dialog(dialog)
             self.sweep_previewed.emit(report)
 
-        self.tasks.start("sweep-preview", lambda store, _ctx: store.sweep(now=when, dry_run=True), on_done=shown,
-                         on_error=lambda e: self.show_error("Could not preview the sweep", e))
+        preview_sweep(self, at=when).success(shown).run_in_background()
 
     def toggle_pause(self) -> None:
         """Pause or resume automatic sweeps."""
@@ -1306,18 +1333,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def llm_config(self) -> tuple[LLMConfig | None, str]:
         """The LLM endpoint from Settings (else the MEMLENS_LLM_* environment), and a sentence saying which is used."""
-        url, model = self.prefs.llm_base_url.strip(), self.prefs.llm_model.strip()
-        if url or model:
-            if not (url and model):
-                raise LLMError("The LLM is half configured: set both the endpoint and the model in Settings > LLM.")
-            key = os.environ.get("MEMLENS_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
-            config: LLMConfig | None = LLMConfig(base_url=url.rstrip("/"), model=model, api_key=key)
-        else:
-            config = LLMConfig.from_env()
-            if config is None:
-                return None, "No LLM is configured (Settings > LLM): the built-in deterministic method will run."
-        assert config is not None
-        return config, f"Using the LLM {config.model} at {config.base_url}."
+        return LLMConfig.resolve(self.prefs.llm_base_url, self.prefs.llm_model)
 
     def consolidate(self) -> None:
         """Run consolidation in the background with a progress dialog that can cancel it."""
@@ -1334,14 +1350,8 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         dialog = ConsolidateDialog(note, self)
         dialog.memory_activated.connect(self.go_to_memory)
-        now = self.clock()
 
-        def run(store: MemoryStore, ctx: TaskContext) -> tuple[Any, dict[int, str]]:
-            report = store.consolidate(now=now, llm=llm, progress=ctx.progress, cancel=ctx.cancelled)
-            ids = [*report.episodes, *report.created, *report.reinforced, *report.superseded]
-            return report, {m.id: m.title for m in store.get_many(ids)}
-
-        def done(result: tuple[Any, dict[int, str]]) -> None:
+        def done(result: ConsolidateResult) -> None:
             report, titles = result
             dialog.show_report(report, titles)
             if report.error:
@@ -1352,13 +1362,10 @@ class MainWindow(QtWidgets.QMainWindow):
             dialog.show_failure(str(error))
             self.show_error("Consolidation failed", error)
 
-        def finished(result: tuple[Any, dict[int, str]]) -> None:
-            done(result)
-            self.refresh_all()
-
-        self._open_dialog(dialog)
-        handle = self.tasks.start("consolidate", run, on_done=finished, on_error=failed, on_progress=dialog.set_progress)
-        dialog.cancel_requested.connect(handle.cancel)
+        self.open_dialog(dialog)
+        handle = consolidate(self, now=self.clock(), llm=llm).success(done).failure(failed).with_progress(dialog.set_progress).run_in_background()
+        if handle is not None:
+            dialog.cancel_requested.connect(handle.cancel)
 
     def _travel_chosen(self, index: int) -> None:
         data = self.travel_combo.itemData(index)
@@ -1376,15 +1383,14 @@ class MainWindow(QtWidgets.QMainWindow):
         dialog = TimeTravelDialog(self.clock(), self.travel, self)
         dialog.accepted.connect(lambda: self.set_time_travel(dialog.value()))
         dialog.rejected.connect(self._sync_travel_combo)
-        self._open_dialog(dialog)
+        self.open_dialog(dialog)
 
     def _sync_travel_combo(self) -> None:
         self.travel_combo.blockSignals(True)
         if self.travel is None:
             self.travel_combo.setCurrentIndex(0)
         else:
-            delta = self.travel - self.clock()
-            match = next((i for i, (_l, d) in enumerate(TRAVEL_CHOICES) if d is not None and abs((d - delta).total_seconds()) < 120), None)
+            match = closest_choice(self.travel, self.clock())
             self.travel_combo.setCurrentIndex(match if match is not None else self.travel_combo.count() - 1)
         self.travel_combo.blockSignals(False)
 
@@ -1404,38 +1410,27 @@ class MainWindow(QtWidgets.QMainWindow):
             self.travel_banner.show()
             self._preview_travel(when)
         self.model.reload()
-        self.refresh_counts()
-        if self._detail_id is not None:
-            self.show_memory(self._detail_id)
+        self.apply_changes(TIME_MOVED)
         self.time_travel_changed.emit(when)
 
     def _preview_travel(self, when: datetime) -> None:
-        def shown(report: Any) -> None:
+        def shown(report: SweepReport) -> None:
             if self.travel != when:
                 return
             self.travel_report = report
-            forget = [d for d in report.decisions if d.action == "forget"]
-            by_rule: dict[str, int] = {}
-            for d in report.decisions:
-                by_rule[d.rule] = by_rule.get(d.rule, 0) + 1
-            words = {"ttl": "expired", "weak": "faded below the threshold", "low_value": "old and low-value", "duplicate": "near-duplicates", "capacity": "over capacity"}
-            detail = ", ".join(f"{n} {words.get(rule, rule)}" for rule, n in by_rule.items())
-            summary = (
-                f"a sweep then would forget {fmt.plural(len(forget), 'memory', 'memories')}" + (f" ({detail})" if detail else "")
-                if report.decisions
-                else "a sweep then would forget nothing"
+            self.travel_text.setText(
+                f"<b>Previewing {fmt.when(when)}</b> ({fmt.relative(when, self.clock())}), read-only: strengths, TTLs and counts "
+                f"as they will be; {forecast(report)}."
             )
-            self.travel_text.setText(f"<b>Previewing {fmt.when(when)}</b> ({fmt.relative(when, self.clock())}), read-only: strengths, TTLs and counts as they will be; {summary}.")
             self.travel_list_button.setEnabled(bool(report.decisions))
 
-        self.tasks.start("travel-preview", lambda store, _ctx: store.sweep(now=when, dry_run=True), on_done=shown,
-                         on_error=lambda e: self.show_error("Could not preview that date", e))
+        preview_at(self, when).success(shown).run_in_background()
 
     def _show_travel_report(self) -> None:
         if self.travel_report is not None and self.travel is not None:
             dialog = SweepPreviewDialog(self.travel_report, f"By {fmt.when(self.travel)}", self)
             dialog.memory_activated.connect(self.go_to_memory)
-            self._open_dialog(dialog)
+            self.open_dialog(dialog)
 
     # --- settings, theme, import/export -----------------------------------------------------------------------
 
@@ -1443,21 +1438,18 @@ class MainWindow(QtWidgets.QMainWindow):
         """Edit timers, theme and LLM (kept per person) and the store's thresholds and decay rates."""
         dialog = SettingsDialog(self.prefs, self.store_settings if self.path is not None else None, self)
 
+        def saved(settings: StoreSettings) -> None:
+            self._use_store_settings(settings)
+            self.statusBar().showMessage("Store settings saved.", 5000)
+
         def accepted() -> None:
             self.apply_preferences(dialog.new_preferences())
             changes = dialog.store_changes()
             if changes and self.path is not None:
-                now = self.clock()
-                self._write("configure", lambda store, _ctx: store.configure(changes, now=now), self._settings_saved, "Could not change the store's settings")
+                configure_store(self, changes, now=self.clock()).success(saved).run_in_background()
 
         dialog.accepted.connect(accepted)
-        self._open_dialog(dialog)
-
-    def _settings_saved(self, settings: StoreSettings) -> None:
-        self.store_settings = settings
-        self.model.decay_config = settings.decay
-        self.strength_delegate.threshold = settings.decay.forget_threshold
-        self.statusBar().showMessage("Store settings saved.", 5000)
+        self.open_dialog(dialog)
 
     def apply_preferences(self, prefs: Preferences) -> None:
         """Use and persist new preferences (timer intervals apply at once)."""
@@ -1503,14 +1495,10 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def import_dialog(self) -> None:
         """File > Import."""
-        from memlens.gui.transfer import start_import
-
         start_import(self)
 
     def export_dialog(self) -> None:
         """File > Export."""
-        from memlens.gui.transfer import start_export
-
         start_export(self)
 
     def about(self) -> None:

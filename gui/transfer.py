@@ -1,19 +1,22 @@
-"""File > Import and File > Export: run :mod:`memlens.io` in the background with a progress dialog."""
+"""File > Import and File > Export: run :mod:`memlens.io` in the background with a progress dialog.
+
+Both are operations (:mod:`memlens.gui.operations`) on any :class:`~memlens.gui.operations.OpHost`; this module never
+imports the main window.
+"""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memlens.gui.file_dialogs import choose_open_file, choose_save_file
+from memlens.gui.operations import OpChanges, OpHost, StoreOp
 from memlens.gui.qt import QtCore, QtWidgets, Signal
 from memlens.gui.tasks import TaskContext
 from memlens.io import ExportSummary, ImportSummary, export_file, import_file
 from memlens.store import MemoryStore
-
-if TYPE_CHECKING:
-    from memlens.gui.main_window import MainWindow
 
 
 class TransferDialog(QtWidgets.QDialog):
@@ -58,69 +61,67 @@ class TransferDialog(QtWidgets.QDialog):
         self.completed.emit(result)
 
 
-def run_import(window: MainWindow, path: str | Path) -> TransferDialog:
+def _run(host: OpHost, dialog: TransferDialog, op: StoreOp[Any], done: Callable[[Any], str], failed: str) -> TransferDialog:
+    """Show ``dialog`` and run ``op`` behind it: its progress, then ``done(summary)`` or ``failed`` and the error."""
+
+    def finished(summary: Any) -> None:
+        dialog.finish(done(summary), summary)
+
+    def failure(error: BaseException) -> None:
+        dialog.finish(f"<b>{failed}</b><br>{html.escape(str(error))}", error)
+        host.show_error(op.title, error)
+
+    host.open_dialog(dialog)
+    op.success(finished).failure(failure).with_progress(dialog.set_progress).run_in_background()
+    return dialog
+
+
+def run_import(host: OpHost, path: str | Path) -> TransferDialog:
     """Import ``path`` (agentmemory JSON or memlens JSONL) into the open store, in the background."""
     source = Path(path)
-    dialog = TransferDialog(f"Importing {source.name}", window)
-    now = window.clock()
+    now = host.clock()
 
     def work(store: MemoryStore, ctx: TaskContext) -> ImportSummary:
         return import_file(store, source, now=now, progress=lambda done, total: ctx.progress(done, total))
 
-    def finished(summary: ImportSummary) -> None:
-        dialog.finish("<pre>" + html.escape(summary.describe()) + "</pre>", summary)
-
-    def failed(error: BaseException) -> None:
-        dialog.finish(f"<b>Nothing was imported.</b><br>{html.escape(str(error))}", error)
-        window.show_error("Import failed", error)
-
-    window._open_dialog(dialog)
-    window._write("import", work, finished, "Import failed", on_error=failed, on_progress=dialog.set_progress)
-    return dialog
+    dialog = TransferDialog(f"Importing {source.name}", host.dialog_parent())
+    op = StoreOp(host, "import", work, OpChanges.everything(), title="Import failed")
+    return _run(host, dialog, op, lambda summary: "<pre>" + html.escape(summary.describe()) + "</pre>", "Nothing was imported.")
 
 
-def run_export(window: MainWindow, path: str | Path) -> TransferDialog:
+def run_export(host: OpHost, path: str | Path) -> TransferDialog:
     """Export every memory, session and relation of the open store to ``path`` (memlens JSONL), in the background."""
     target = Path(path)
-    dialog = TransferDialog(f"Exporting to {target.name}", window)
-    now = window.clock()
+    now = host.clock()
 
     def work(store: MemoryStore, ctx: TaskContext) -> ExportSummary:
         return export_file(store, target, now=now, progress=lambda done, total: ctx.progress(done, total))
 
-    def finished(summary: ExportSummary) -> None:
-        dialog.finish(
-            f"Exported {summary.memories:,} memories, {summary.sessions:,} sessions and {summary.relations:,} relations to "
-            f"{html.escape(summary.path)}.",
-            summary,
-        )
-
-    def failed(error: BaseException) -> None:
-        dialog.finish(f"<b>The export failed; no file was written.</b><br>{html.escape(str(error))}", error)
-        window.show_error("Export failed", error)
-
-    window._open_dialog(dialog)
-    window.tasks.start("export", work, on_done=finished, on_error=failed, on_progress=dialog.set_progress)
-    return dialog
+    dialog = TransferDialog(f"Exporting to {target.name}", host.dialog_parent())
+    op = StoreOp(host, "export", work, title="Export failed", writes=False)
+    return _run(host, dialog, op, _exported, "The export failed; no file was written.")
 
 
-def start_import(window: MainWindow) -> None:
+def _exported(summary: ExportSummary) -> str:
+    return (
+        f"Exported {summary.memories:,} memories, {summary.sessions:,} sessions and {summary.relations:,} relations to "
+        f"{html.escape(summary.path)}."
+    )
+
+
+def start_import(host: OpHost) -> None:
     """Ask for a file, then import it."""
-    if window.path is None or window.read_only():
+    if host.path is None or host.read_only():
         return
-    name = choose_open_file(
-        window, "Import memories", str(window.path.parent), "Exports (*.jsonl *.json);;All files (*)"
-    )
+    name = choose_open_file(host.dialog_parent(), "Import memories", str(host.path.parent), "Exports (*.jsonl *.json);;All files (*)")
     if name:
-        run_import(window, name)
+        run_import(host, name)
 
 
-def start_export(window: MainWindow) -> None:
+def start_export(host: OpHost) -> None:
     """Ask where, then export."""
-    if window.path is None:
+    if host.path is None:
         return
-    name = choose_save_file(
-        window, "Export memories", str(window.path.with_suffix(".jsonl")), "memlens export (*.jsonl)"
-    )
+    name = choose_save_file(host.dialog_parent(), "Export memories", str(host.path.with_suffix(".jsonl")), "memlens export (*.jsonl)")
     if name:
-        run_export(window, name)
+        run_export(host, name)

@@ -1,0 +1,82 @@
+"""The lifecycle: the auto-forget sweep (and its dry run), consolidation, the strength clock, demo data and the
+store's settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from memlens import demo
+from memlens.config import StoreSettings
+from memlens.consolidate import ConsolidationReport
+from memlens.gui.operations import OpChanges, OpHost, StoreOp
+from memlens.gui.tasks import TaskContext
+from memlens.llm import LLMConfig
+from memlens.store import MemoryStore
+from memlens.sweep import SweepReport
+
+#: The strength timer: nothing was written, but time moved, so strengths repaint and counts drop what expired.
+STRENGTH_TICK = OpChanges(counts=True, strengths=True)
+
+
+def sweep_changes(report: SweepReport) -> OpChanges:
+    """A sweep that acted changes what a forget changes (plus the archives it wrote); one that did not, only its
+    audit entry."""
+    if not report.decisions:
+        return OpChanges(audit=True)
+    ids = [d.memory_id for d in report.decisions]
+    return OpChanges.of_memories([*ids, *report.archives], memory_list=True, counts=True, lists=True, sessions=True, audit=True)
+
+
+def run_sweep(host: OpHost, *, now: datetime) -> StoreOp[SweepReport]:
+    """Run the auto-forget sweep at ``now``."""
+    return StoreOp(host, "sweep", lambda store, _ctx: store.sweep(now=now), sweep_changes, title="The sweep failed")
+
+
+def preview_sweep(host: OpHost, *, at: datetime, name: str = "sweep-preview") -> StoreOp[SweepReport]:
+    """What a sweep at ``at`` would do (a dry run: writes nothing, reports no changes)."""
+    return StoreOp(host, name, lambda store, _ctx: store.sweep(now=at, dry_run=True), title="Could not preview the sweep", writes=False)
+
+
+ConsolidateResult = tuple[ConsolidationReport, dict[int, str]]
+
+
+def consolidate_changes(result: ConsolidateResult) -> OpChanges:
+    """Consolidation writes episodes and knowledge, supersedes and reinforces: every list, count and session."""
+    report, _titles = result
+    ids = [*report.episodes, *report.created, *report.reinforced, *report.superseded]
+    return OpChanges.of_memories(ids, memory_list=True, counts=True, lists=True, sessions=True, audit=True)
+
+
+def consolidate(host: OpHost, *, now: datetime, llm: LLMConfig | None) -> StoreOp[ConsolidateResult]:
+    """Consolidate at ``now`` (with ``llm``, else the deterministic method); cancellable through the task handle.
+    The result carries the titles of every memory the report names, for the report dialog."""
+
+    def run(store: MemoryStore, ctx: TaskContext) -> ConsolidateResult:
+        report = store.consolidate(now=now, llm=llm, progress=ctx.progress, cancel=ctx.cancelled)
+        ids = [*report.episodes, *report.created, *report.reinforced, *report.superseded]
+        return report, {m.id: m.title for m in store.get_many(ids)}
+
+    return StoreOp(host, "consolidate", run, consolidate_changes, title="Consolidation failed")
+
+
+def load_demo(host: OpHost, *, now: datetime) -> StoreOp[demo.DemoSummary]:
+    """Write the demo (a few weeks of an agent's work) into the store, reporting progress."""
+
+    def generate(store: MemoryStore, ctx: TaskContext) -> demo.DemoSummary:
+        return demo.generate(store, now=now, progress=lambda done, total: ctx.progress(done, total))
+
+    return StoreOp(host, "demo", generate, OpChanges.everything(), title="Could not load the demo", actor="demo")
+
+
+def configure_store(host: OpHost, changes: Mapping[str, Any], *, now: datetime) -> StoreOp[StoreSettings]:
+    """Change the store's thresholds and decay rates; new rates change every strength and what the sweep does."""
+    wanted = dict(changes)
+    return StoreOp(
+        host,
+        "configure",
+        lambda store, _ctx: store.configure(wanted, now=now),
+        OpChanges(lists=True, counts=True, strengths=True, audit=True),
+        title="Could not change the store's settings",
+    )
