@@ -30,6 +30,73 @@ def default_store_path() -> Path:
 
 
 @dataclass(frozen=True)
+class SearchTuning:
+    """The constants of search ranking (see :mod:`memlens.storage.search` for the stages they belong to).
+
+    The defaults are what the LoCoMo evaluation (``python -m memlens.eval.locomo``) was measured with; change them
+    with ``MemoryStore.configure({"search": {...}})`` and measure again. How much retention counts against
+    relevance is :attr:`StoreSettings.rank_bias`, older than this section and kept where it was.
+    """
+
+    #: Candidates read per query stage (at least three times the number of results asked for). Also how many
+    #: nearest stored vectors join the candidates, and the most hits that bring in their session neighbours.
+    candidate_pool: int = 50
+    #: A term found in more memories than this is "common": when all terms together find too little, the query
+    #: is first widened to the rarer terms only (ranking every match of a common word makes OR queries slow).
+    common_term_matches: int = 2000
+    #: bm25 weight of a memory's title. The default title repeats the first line, so it gets no extra weight.
+    title_weight: float = 1.0
+    #: bm25 weight of a memory's text.
+    content_weight: float = 1.0
+    #: bm25 weight of a memory's tags: a tag is a deliberate label, so a match there counts double.
+    tags_weight: float = 2.0
+    #: k of reciprocal rank fusion with vector search: a candidate at rank r counts 1/(k + r) from each list.
+    #: A larger k flattens the difference between the top ranks.
+    rrf_k: int = 60
+    #: Share of a hit's relevance given to the next memory of its session (the reply, the outcome of a call).
+    next_turn_share: float = 0.7
+    #: Share of a hit's relevance given to the memory before it in its session (what set it up).
+    previous_turn_share: float = 0.3
+    #: Share of its session's summed relevance (normalised to the best session) each candidate gets: a session
+    #: where several memories match is about the query.
+    session_share: float = 0.3
+    #: Part of its score a hit loses when it carries none of the query's context tags.
+    context_penalty: float = 0.5
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchTuning:
+        """Tuning from a dict; unknown keys ignored, missing ones keep their defaults, bad values refused with a
+        ValueError naming them."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"search settings must be a mapping, not {type(data).__name__}")
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            number = float(value)
+            if f.type in (int, "int"):
+                if not number.is_integer() or not 1 <= number <= 1_000_000:
+                    raise ValueError(f"search.{f.name} must be a whole number from 1 to 1000000, not {value!r}")
+                kwargs[f.name] = int(number)
+                continue
+            if not math.isfinite(number) or number < 0:
+                raise ValueError(f"search.{f.name} must be a non-negative number, not {value!r}")
+            if f.name.endswith(("_share", "_penalty")) and number > 1:
+                # A neighbour's share above 1 would let it outrank the hit that brought it in.
+                raise ValueError(f"search.{f.name} must be between 0 and 1, not {value!r}")
+            kwargs[f.name] = number
+        tuning = replace(cls(), **kwargs)
+        if tuning.title_weight + tuning.content_weight + tuning.tags_weight <= 0:
+            raise ValueError("search: at least one of title_weight, content_weight and tags_weight must be above 0")
+        return tuning
+
+
+@dataclass(frozen=True)
 class StoreSettings:
     """The engine's rules. Defaults follow the design; all can be changed with ``MemoryStore.configure``."""
 
@@ -49,11 +116,14 @@ class StoreSettings:
     #: Capacity target (latest memories); 0 means no limit.
     capacity: int = 0
     decay: DecayConfig = field(default_factory=DecayConfig)
+    #: Search ranking constants (stores written before this section load with the defaults).
+    search: SearchTuning = field(default_factory=SearchTuning)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings."""
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "decay"}
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("decay", "search")}
         out["decay"] = self.decay.to_dict()
+        out["search"] = self.search.to_dict()
         return out
 
     @classmethod
@@ -66,6 +136,8 @@ class StoreSettings:
             value = data[f.name]
             if f.name == "decay":
                 kwargs["decay"] = DecayConfig.from_dict(value)
+            elif f.name == "search":
+                kwargs["search"] = SearchTuning.from_dict(value)
             elif f.name == "capacity":
                 if int(value) < 0:
                     raise ValueError("capacity must be 0 (no limit) or a positive number of memories")

@@ -7,6 +7,7 @@ query) gets the same memories either way. Values are checked once, when the filt
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -23,19 +24,20 @@ class MemoryFilter:
     The default matches the latest version of every unexpired memory. Fields combine with AND; ``layers`` and
     ``types`` match any of their values, ``tags`` requires every tag. Making a filter checks and cleans its
     values (one value or a list for ``layers``/``types``; a list or comma-separated text for ``tags``) and
-    raises :class:`~memlens.errors.InvalidInput` for a bad one.
+    raises :class:`~memlens.errors.InvalidInput` for a bad one; afterwards ``layers``, ``types`` and ``tags`` are
+    tuples.
     """
 
     #: Only these layers (working, episodic, semantic, procedural); empty means any.
-    layers: tuple[str, ...] = ()
+    layers: Collection[str] = ()
     #: Only these types (fact, preference, ...); empty means any.
-    types: tuple[str, ...] = ()
+    types: Collection[str] = ()
     #: Only this project.
     project: str | None = None
     #: Only memories recorded in this session.
     session_id: str | None = None
     #: Only memories carrying every one of these tags.
-    tags: tuple[str, ...] = ()
+    tags: Collection[str] = ()
     #: Only memories created at or after this time.
     since: datetime | None = None
     #: Only memories created before this time.

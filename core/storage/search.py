@@ -1,0 +1,537 @@
+"""Finding memories: filtered listings and counts, and ranked full-text search.
+
+Search ranks in five stages, each a function below, with their constants in
+:class:`memlens.config.SearchTuning` (``settings.search``):
+
+1. **candidates** (:meth:`SearchRepository._candidates`): bm25 over FTS5, all query terms first, widened to the
+   rarer terms and then to any term only when that finds too little;
+2. **fusion** (:meth:`SearchRepository._fuse_vectors`, optional): with embeddings, relevance becomes the reciprocal
+   rank fusion of the bm25 ranks and the ranks of the nearest stored vectors;
+3. **neighbours** (:meth:`SearchRepository._add_neighbours`): the memories recorded right after and right before a
+   strong hit in its session join as context, with a share of its relevance;
+4. **session share** (:func:`add_session_share`): a memory gains a share of its session's summed relevance;
+5. **retention blend** (:func:`blend_retention`): ``(1 - rank_bias) * relevance + rank_bias * retention``, with
+   hits lacking every context tag demoted.
+
+Every read holds the store's read lock (:meth:`StoreContext.read`); the query's embedding, a network call, is
+fetched before the lock is taken.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from memlens import db, decay
+from memlens.config import SearchTuning
+from memlens.decay import DecayConfig
+from memlens.errors import InvalidInput, QueryError, StoreEnvironmentError
+from memlens.models import Memory, ts_from_dt
+from memlens.storage.context import StoreContext, resolve_now
+from memlens.storage.filters import MemoryFilter, filter_sql
+from memlens.storage.results import Hit
+from memlens.storage.rows import M_COLUMNS, MEMORY_FIELDS, memories_from_cursor, memory_from_row
+from memlens.storage.validation import LAYERS, check_count, check_tags
+from memlens.text import QueryTerm, clean_text, make_snippet, match_expression, query_terms
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memlens.embeddings import EmbeddingClient
+
+log = logging.getLogger(__name__)
+
+#: ``order_by`` values of :meth:`SearchRepository.list_memories` and the columns they sort on.
+SORTABLE: dict[str, str] = {
+    "created_at": "m.created_at",
+    "updated_at": "m.updated_at",
+    "last_accessed_at": "m.last_accessed_at",
+    "type": "m.type",
+    "project": "m.project",
+    "version": "m.version",
+    "access_count": "m.access_count",
+    "importance": "m.importance",
+    "title": "m.title",
+    "id": "m.id",
+    "fade_at": "m.fade_at",
+    "forget_after": "m.forget_after",
+}
+#: :meth:`SearchRepository.list_ids` sorts on these as well (the tags joined in name order).
+ID_SORTABLE: dict[str, str] = {
+    **SORTABLE,
+    "layer": "m.layer",
+    "tags": "(SELECT group_concat(tag, ', ') FROM (SELECT t.tag FROM memory_tags t WHERE t.memory_id = m.id ORDER BY t.tag))",
+}
+#: Stored vectors read per pass of the nearest-vector scan: about 30 MB of float32 at 384 dimensions.
+_VECTOR_CHUNK = 20_000
+
+
+@dataclass
+class Candidate:
+    """A memory competing for a place in the results: its ``memories`` row by column name, its bm25 (0.0 when it
+    came from vectors or as a neighbour; lower is better) and its relevance so far (1.0 for the best)."""
+
+    row: Mapping[str, Any]
+    bm25: float
+    relevance: float
+
+    @property
+    def document(self) -> tuple[str, Any]:
+        """What the memory is a passage of: its session, or itself when it has none."""
+        session = self.row["session_id"]
+        return ("s", session) if session is not None else ("m", self.row["id"])
+
+
+def _named(row: Iterable[Any]) -> dict[str, Any]:
+    """A ``SELECT {M_COLUMNS}`` row by column name."""
+    return dict(zip(MEMORY_FIELDS, row, strict=False))
+
+
+def _and(where: list[str]) -> str:
+    """Filter conditions to append to a WHERE clause that already has one condition."""
+    return (" AND " + " AND ".join(where)) if where else ""
+
+
+class SearchRepository:
+    """Reads that find memories: listings, counts and ranked search, all narrowed by a :class:`MemoryFilter`.
+
+    The store exposes it as ``MemoryStore.finder``; the store's ``list_memories``, ``search`` and friends hand
+    their work to it.
+    """
+
+    def __init__(self, ctx: StoreContext) -> None:
+        self.ctx = ctx
+
+    # listings --------------------------------------------------------------------------------------------------
+
+    def list_memories(
+        self,
+        memory_filter: MemoryFilter,
+        *,
+        order_by: str = "created_at",
+        descending: bool = True,
+        offset: int = 0,
+        limit: int = 100,
+        now: datetime | None = None,
+    ) -> list[Memory]:
+        """A page of the memories passing the filter, ordered by ``order_by`` (a key of :data:`SORTABLE`) and then
+        by id in the same direction."""
+        now = resolve_now(now)
+        if order_by not in SORTABLE:
+            raise InvalidInput(f"order_by must be one of {', '.join(sorted(SORTABLE))}")
+        where, params = filter_sql(memory_filter, now)
+        direction = "DESC" if descending else "ASC"
+        sql = f"SELECT {M_COLUMNS} FROM memories m"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY {SORTABLE[order_by]} {direction}, m.id {direction} LIMIT ? OFFSET ?"
+        with self.ctx.read() as conn:
+            return memories_from_cursor(conn.execute(sql, [*params, check_count(limit, "limit"), check_count(offset, "offset")]))
+
+    def list_ids(self, memory_filter: MemoryFilter, *, order_by: str = "created_at", descending: bool = True, now: datetime | None = None) -> list[int]:
+        """The ids of every memory passing the filter, ordered by ``order_by`` (a key of :data:`ID_SORTABLE`), ties
+        by id. One query reading ids only, for views that page through the rows themselves."""
+        now = resolve_now(now)
+        if order_by not in ID_SORTABLE:
+            raise InvalidInput(f"order_by must be one of {', '.join(sorted(ID_SORTABLE))}")
+        where, params = filter_sql(memory_filter, now)
+        direction = "DESC" if descending else "ASC"
+        sql = "SELECT m.id FROM memories m"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY {ID_SORTABLE[order_by]} {direction}, m.id {direction}"
+        with self.ctx.read() as conn:
+            return [r[0] for r in conn.execute(sql, params)]
+
+    def count_memories(self, memory_filter: MemoryFilter, *, now: datetime | None = None) -> int:
+        """How many memories pass the filter."""
+        where, params = filter_sql(memory_filter, resolve_now(now))
+        sql = "SELECT COUNT(*) FROM memories m" + (" WHERE " + " AND ".join(where) if where else "")
+        with self.ctx.read() as conn:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+    def projects(self) -> list[str]:
+        """Every project name that has memories, sorted."""
+        with self.ctx.read() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT project FROM memories WHERE project IS NOT NULL ORDER BY project")]
+
+    def layer_counts(self, *, project: str | None = None, now: datetime | None = None) -> dict[str, int]:
+        """Latest, unexpired memories per layer, every layer present (0 when empty)."""
+        where, params = filter_sql(MemoryFilter(project=project), resolve_now(now))
+        counts = {layer: 0 for layer in LAYERS}
+        with self.ctx.read() as conn:
+            for layer, n in conn.execute(f"SELECT m.layer, COUNT(*) FROM memories m WHERE {' AND '.join(where)} GROUP BY m.layer", params):
+                counts[layer] = n
+        return counts
+
+    # search ----------------------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        memory_filter: MemoryFilter,
+        *,
+        limit: int = 10,
+        context_tags: Iterable[str] | None = None,
+        rank_bias: float | None = None,
+        raw: bool = False,
+        semantic: bool | None = None,
+        embedder: EmbeddingClient | None = None,
+        now: datetime | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` best memories passing the filter for ``query``, best first (see the module docstring for
+        the ranking and :meth:`memlens.store.MemoryStore.search` for the arguments). Searching is not use."""
+        now = resolve_now(now)
+        if not isinstance(query, str):
+            raise InvalidInput("query must be text")
+        limit = max(1, min(check_count(limit, "limit"), 1000))
+        settings = self.ctx.settings
+        try:
+            bias = settings.rank_bias if rank_bias is None else float(rank_bias)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"rank_bias must be a number between 0 and 1, not {rank_bias!r}") from None
+        if not 0.0 <= bias <= 1.0:
+            raise InvalidInput("rank_bias must be between 0 and 1")
+        context = set(check_tags(context_tags))
+        tuning = settings.search
+        where, params = filter_sql(memory_filter, now)
+        terms = query_terms(query)
+        pool = max(tuning.candidate_pool, limit * 3)
+        # The query's embedding comes first, outside the lock: it may wait on a network endpoint.
+        wants_vectors = not raw and semantic is not False and (embedder is not None or bool(semantic)) and bool(query.strip())
+        probe = _query_vector(query, embedder) if wants_vectors else None
+        with self.ctx.read() as conn:
+            rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
+            fused: dict[int, float] = {}
+            vector_rank: dict[int, int] = {}
+            if probe is not None:
+                rows, fused, vector_rank = self._fuse_vectors(conn, rows, probe, where, params, pool, tuning)
+            if not rows:
+                return []
+            found = initial_relevance(rows, fused)
+            self._add_neighbours(conn, found, where, params, limit, tuning)
+        add_session_share(found, rows, tuning)
+        ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
+        hits: list[Hit] = []
+        for score, candidate, retention, penalty in ranked:
+            memory = memory_from_row(candidate.row)
+            hits.append(
+                Hit(
+                    memory,
+                    score,
+                    make_snippet(memory.content, terms),
+                    candidate.relevance,
+                    retention,
+                    candidate.bm25,
+                    penalty,
+                    bool(fused),
+                    vector_rank.get(memory.id),
+                )
+            )
+        return hits
+
+    # stage 1: candidates ---------------------------------------------------------------------------------------
+
+    def _candidates(
+        self,
+        conn: db.Connection,
+        query: str,
+        terms: list[QueryTerm],
+        raw: bool,
+        where: list[str],
+        params: list[Any],
+        pool: int,
+        limit: int,
+        tuning: SearchTuning,
+    ) -> list[tuple[Any, ...]]:
+        """The best ``pool`` bm25 matches passing the filter, best first, as ``SELECT {M_COLUMNS}`` rows with their
+        bm25 appended. A raw query is used as it is; otherwise all terms must match, and only when that finds
+        fewer than ``limit`` is the query widened, first to the rarer terms, then to any term."""
+        if raw:
+            return self._fts_rows(conn, clean_text(query.replace("\x00", " ")), where, params, pool, raw, tuning)
+        if not terms:
+            return []
+        # The strict query first, widened only when it finds too little: it is also the fast one.
+        rows = self._fts_rows(conn, match_expression(terms, "AND"), where, params, pool, raw, tuning)
+        if len(rows) < limit and len(terms) > 1:
+            # Between AND and OR: OR over the selective terms only. A word found in thousands of memories has a low
+            # idf and rarely decides the top hits, but ranking every one of its matches is what makes an OR query
+            # slow on a large store; it joins the query only if the rest finds too little.
+            selective = [
+                t
+                for t in terms
+                if conn.execute(
+                    "SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT 1 OFFSET ?", (match_expression([t]), tuning.common_term_matches)
+                ).fetchone()
+                is None
+            ]
+            if 0 < len(selective) < len(terms):
+                rows = self._fts_rows(conn, match_expression(selective, "OR"), where, params, pool, raw, tuning) or rows
+            if len(rows) < limit:
+                rows = self._fts_rows(conn, match_expression(terms, "OR"), where, params, pool, raw, tuning) or rows
+        return rows
+
+    def _fts_rows(
+        self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
+    ) -> list[tuple[Any, ...]]:
+        """The best ``pool`` matches of one FTS5 expression passing the filter, best first, bm25 appended."""
+        # Rank inside FTS5 first and read only the best few rows of `memories`: joining every match before the
+        # ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million). Filters
+        # (latest only, unexpired, layer, project) can drop ranked rows, so when fewer than `pool` survive and the
+        # ranked window was full, the query runs again over every match.
+        window = pool + pool // 5 + 1  # room for a few rows the filters drop
+        # The weights are checked numbers (SearchTuning.from_dict), so formatting them into the SQL is safe.
+        weights = f"{float(tuning.title_weight)!r}, {float(tuning.content_weight)!r}, {float(tuning.tags_weight)!r}"
+        ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+        filters = _and(where)
+        try:
+            ranked = conn.execute(ranked_sql, (expression, window + 1)).fetchall()
+            if not ranked:
+                return []
+            score = dict(ranked[:window])
+            marks = ",".join("?" * len(score))
+            rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE m.id IN ({marks}){filters}", [*score, *params]).fetchall()
+            if len(rows) < pool and len(ranked) > window:
+                sql = (
+                    f"SELECT {M_COLUMNS}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+                    f"WHERE memory_fts MATCH ?) f JOIN memories m ON m.id = f.rowid WHERE 1{filters} ORDER BY f.score LIMIT ?"
+                )
+                return [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
+        except db.sqlite.OperationalError as exc:
+            err = db.classify(exc, self.ctx.path)
+            # Any other complaint about a raw query ("unterminated string", "unknown special query") is the query's.
+            if raw and not isinstance(err, StoreEnvironmentError):
+                raise QueryError(f"not a valid FTS5 query: {exc}") from None
+            raise err from exc
+        # Best first, ties to the lower id as FTS5 returns them; each row carries its bm25 last.
+        return sorted(((*row, score[row[0]]) for row in rows), key=lambda r: (r[-1], r[0]))[:pool]
+
+    # stage 2: fusion with vectors ------------------------------------------------------------------------------
+
+    def _fuse_vectors(
+        self,
+        conn: db.Connection,
+        rows: list[tuple[Any, ...]],
+        probe: tuple[str, np.ndarray],
+        where: list[str],
+        params: list[Any],
+        pool: int,
+        tuning: SearchTuning,
+    ) -> tuple[list[tuple[Any, ...]], dict[int, float], dict[int, int]]:
+        """The bm25 candidate ``rows`` fused with the ``pool`` nearest stored vectors by reciprocal rank fusion: the
+        rows with the vector-only candidates appended (their bm25 is 0.0), the fused relevance by id (1.0 for the
+        best) and each vector candidate's 1-based rank. When the store has no matching vectors it is
+        ``(rows, {}, {})``: search goes on with bm25 alone."""
+        try:
+            nearest = self._nearest_vectors(conn, probe, where, params, pool)
+        except db.sqlite.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise db.classify(exc, self.ctx.path) from exc
+            return rows, {}, {}  # a store from before schema 3 opened read-only: no vectors yet
+        if not nearest:
+            return rows, {}, {}
+        vector_rank = {memory_id: rank for rank, memory_id in enumerate(nearest, start=1)}
+        known = {row[0] for row in rows}
+        missing = [memory_id for memory_id in nearest if memory_id not in known]
+        extra: list[tuple[Any, ...]] = []
+        if missing:
+            marks = ",".join("?" * len(missing))
+            by_id = {r[0]: r for r in conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE m.id IN ({marks})", missing)}
+            extra = [(*by_id[memory_id], 0.0) for memory_id in missing if memory_id in by_id]
+        fused: dict[int, float] = {}
+        for rank, row in enumerate(rows, start=1):
+            fused[row[0]] = 1.0 / (tuning.rrf_k + rank)
+        for memory_id, rank in vector_rank.items():
+            fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (tuning.rrf_k + rank)
+        top = max(fused.values())
+        fused_rows = [*rows, *extra]
+        return fused_rows, {row[0]: fused[row[0]] / top for row in fused_rows}, vector_rank
+
+    def _nearest_vectors(self, conn: db.Connection, probe: tuple[str, np.ndarray], where: list[str], params: list[Any], pool: int) -> list[int]:
+        """Ids of the ``pool`` memories passing the filters whose stored vectors (same model and dimension) are most
+        similar to the unit query vector ``probe`` (model, vector), by cosine, best first; only positive similarities
+        count. A full pass over the stored vectors, read in chunks: linear in the number of vectors."""
+        import numpy as np
+
+        from memlens.embeddings import blobs_to_matrix
+
+        model, vector = probe
+        dim = int(vector.shape[0])
+        sql = (
+            "SELECT v.memory_id, v.vector FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.model = ? AND v.dim = ? AND v.memory_id > ?{_and(where)} ORDER BY v.memory_id LIMIT ?"
+        )
+        best_ids = np.zeros(0, dtype=np.int64)
+        best_scores = np.zeros(0, dtype=np.float32)
+        last_id = 0
+        while True:
+            batch = conn.execute(sql, [model, dim, last_id, *params, _VECTOR_CHUNK]).fetchall()
+            if not batch:
+                break
+            last_id = batch[-1][0]
+            matrix = blobs_to_matrix([r[1] for r in batch], dim)
+            norms = np.linalg.norm(matrix, axis=1)
+            norms[norms == 0.0] = np.inf  # a zero vector is similar to nothing
+            ids = np.concatenate([best_ids, np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))])
+            scores = np.concatenate([best_scores, (matrix @ vector) / norms])
+            if len(ids) > pool:
+                keep = np.argpartition(-scores, pool - 1)[:pool]
+                ids, scores = ids[keep], scores[keep]
+            best_ids, best_scores = ids, scores
+            if len(batch) < _VECTOR_CHUNK:
+                break
+        order = np.lexsort((best_ids, -best_scores))  # most similar first, ties to the lower id
+        return [int(best_ids[i]) for i in order if best_scores[i] > 0.0]
+
+    # stage 3: neighbours ---------------------------------------------------------------------------------------
+
+    def _add_neighbours(
+        self, conn: db.Connection, found: dict[int, Candidate], where: list[str], params: list[Any], limit: int, tuning: SearchTuning
+    ) -> None:
+        """Give the memories recorded right after and right before each of the best hits in its session a share
+        of the hit's relevance (adding them to ``found`` when they are not candidates yet).
+
+        A session is a sequence (a conversation, an agent's tool calls); what was recorded right after a strong hit
+        (the reply to a question, the outcome of a call) often answers the query without sharing its words, and the
+        memory before it sets it up. A share is at most 1, so a neighbour never outranks the hit that brought it in.
+        """
+        filters = _and(where)
+        steps = ((">", "ASC", tuning.next_turn_share), ("<", "DESC", tuning.previous_turn_share))
+        # The best hits and their relevance as they are now: a share given below must not feed further shares.
+        best = [(c.row, c.relevance) for c in sorted(found.values(), key=lambda c: -c.relevance)[: min(limit, tuning.candidate_pool)]]
+        for row, relevance in best:
+            session = row["session_id"]
+            if session is None or relevance <= 0.0:
+                continue
+            for op, order, share in steps:
+                neighbour = conn.execute(
+                    f"SELECT {M_COLUMNS} FROM memories m WHERE m.session_id = ? AND (m.created_at, m.id) {op} (?, ?)"
+                    f"{filters} ORDER BY m.created_at {order}, m.id {order} LIMIT 1",
+                    [session, row["created_at"], row["id"], *params],
+                ).fetchone()
+                if neighbour is None:
+                    continue
+                known = found.get(neighbour[0])
+                if known is None:
+                    found[neighbour[0]] = Candidate(_named(neighbour), 0.0, share * relevance)
+                elif share * relevance > known.relevance:
+                    known.relevance = share * relevance
+
+
+# stages 1-2 to 3: relevance ------------------------------------------------------------------------------------
+
+
+def initial_relevance(rows: list[tuple[Any, ...]], fused: dict[int, float]) -> dict[int, Candidate]:
+    """The candidates by id with their first relevance: the fused relevance when vectors took part, else bm25
+    normalised to the best row (1.0 for the best; bm25 is negative, better when lower)."""
+    best = min(r[-1] for r in rows)
+    found: dict[int, Candidate] = {}
+    for row in rows:
+        bm25 = row[-1]
+        relevance = fused[row[0]] if fused else bm25 / best if best < 0 else 0.0
+        found[row[0]] = Candidate(_named(row[:-1]), bm25, relevance)
+    return found
+
+
+# stage 4: session share ----------------------------------------------------------------------------------------
+
+
+def add_session_share(found: dict[int, Candidate], rows: list[tuple[Any, ...]], tuning: SearchTuning) -> None:
+    """Give every candidate ``session_share`` of its session's summed relevance (over the search's own candidate
+    ``rows``, not the neighbours), normalised to the best session; then normalise relevance to the best again.
+
+    Sessions are documents, memories their passages: a session in which several memories match is about the query.
+    A memory without a session is a document of its own.
+    """
+    session_sum: dict[tuple[str, Any], float] = {}
+    for row in rows:
+        candidate = found[row[0]]
+        session_sum[candidate.document] = session_sum.get(candidate.document, 0.0) + candidate.relevance
+    top_session = max(session_sum.values(), default=0.0)
+    if top_session <= 0.0:
+        return
+    for candidate in found.values():
+        candidate.relevance = candidate.relevance + tuning.session_share * session_sum.get(candidate.document, 0.0) / top_session
+    top_relevance = max(c.relevance for c in found.values())
+    for candidate in found.values():
+        candidate.relevance = candidate.relevance / top_relevance
+
+
+# stage 5: retention blend --------------------------------------------------------------------------------------
+
+
+def blend_retention(
+    found: dict[int, Candidate], limit: int, bias: float, context: set[str], config: DecayConfig, now: float, tuning: SearchTuning
+) -> list[tuple[float, Candidate, float, float]]:
+    """The ``limit`` best candidates as ``(score, candidate, retention, context penalty)``, best first, ties to the
+    better bm25 and then the newer id.
+
+    ``score = (1 - bias) * relevance + bias * retention`` where retention is the memory's composite score at ``now``
+    (:func:`memlens.decay.composite_score_at`); a memory carrying none of the ``context`` tags then loses
+    ``context_penalty`` of its score.
+    """
+    ranked: list[tuple[float, float, int, Candidate, float, float]] = []
+    kth_best = -math.inf
+    best_scores: list[float] = []  # a min-heap of the `limit` best scores so far
+    for candidate in sorted(found.values(), key=lambda c: -c.relevance):
+        relevance, row = candidate.relevance, candidate.row
+        if (1.0 - bias) * relevance + bias < kth_best:
+            break  # even a perfect retention score could not lift this one (or any after it) into the results
+        # Scored from the raw row; only the returned hits become Memory objects (with snippets).
+        retention = decay.composite_score_at(
+            content=row["content"],
+            importance=row["importance"],
+            last_accessed=row["last_accessed_at"],
+            access_count=row["access_count"],
+            now=now,
+            config=config,
+        )
+        score = (1.0 - bias) * relevance + bias * retention
+        penalty = 0.0
+        if context and not context.intersection(json.loads(row["tags"])):
+            penalty = tuning.context_penalty * score
+            score -= penalty
+        ranked.append((score, candidate.bm25, row["id"], candidate, retention, penalty))
+        heapq.heappush(best_scores, score)
+        if len(best_scores) > limit:
+            heapq.heappop(best_scores)
+        if len(best_scores) == limit:
+            kth_best = best_scores[0]
+    ranked.sort(key=lambda r: (-r[0], r[1], -r[2]))
+    return [(score, candidate, retention, penalty) for score, _bm25, _id, candidate, retention, penalty in ranked[:limit]]
+
+
+# the query's embedding -----------------------------------------------------------------------------------------
+
+
+def _query_vector(query: str, embedder: EmbeddingClient | None) -> tuple[str, np.ndarray] | None:
+    """The query's embedding as (model, unit vector), or None when no embedder is configured, the endpoint fails
+    (a warning goes to the log: search goes on with bm25 alone) or the vector is zero."""
+    import numpy as np
+
+    from memlens.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
+
+    try:
+        if embedder is None:
+            config = EmbeddingConfig.from_env()
+            if config is None:
+                return None
+            embedder = EmbeddingClient(config)
+        vectors = embedder.embed([query])
+        if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] < 1:
+            raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for one query")
+    except EmbeddingError as exc:
+        log.warning("memlens: semantic search skipped, bm25 only: %s", exc)
+        return None
+    probe = vectors[0].astype(np.float32)
+    norm = float(np.linalg.norm(probe))
+    if not norm > 0.0:
+        return None
+    probe /= norm
+    return embedder.model, probe
