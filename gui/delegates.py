@@ -15,6 +15,20 @@ def snippet_html(snippet: str) -> str:
     return out.replace(html.escape(SNIPPET_CLOSE), "</span>")
 
 
+def _draw_cell_without_text(
+    delegate: QtWidgets.QStyledItemDelegate,
+    painter: QtGui.QPainter,
+    option: QtWidgets.QStyleOptionViewItem,
+    index: QtCore.QModelIndex | QtCore.QPersistentModelIndex,
+) -> None:
+    """The cell's background, selection and focus as the style draws them, leaving the text to the delegate."""
+    opt = QtWidgets.QStyleOptionViewItem(option)
+    delegate.initStyleOption(opt, index)
+    opt.text = ""
+    style = opt.widget.style() if opt.widget is not None else QtWidgets.QApplication.style()
+    style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+
+
 class StrengthDelegate(QtWidgets.QStyledItemDelegate):
     """Paints strength as a small bar with the number beside it; red below the forget threshold."""
 
@@ -27,11 +41,7 @@ class StrengthDelegate(QtWidgets.QStyledItemDelegate):
         if not isinstance(value, float):
             super().paint(painter, option, index)
             return
-        opt = QtWidgets.QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        opt.text = ""
-        style = opt.widget.style() if opt.widget is not None else QtWidgets.QApplication.style()
-        style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        _draw_cell_without_text(self, painter, option, index)
         rect = option.rect.adjusted(4, 6, -4, -6)
         text_width = 34
         bar = QtCore.QRectF(rect.x(), rect.y(), max(10, rect.width() - text_width - 4), rect.height())
@@ -59,11 +69,7 @@ class SnippetDelegate(QtWidgets.QStyledItemDelegate):
         if not isinstance(text, str) or SNIPPET_OPEN not in text:
             super().paint(painter, option, index)
             return
-        opt = QtWidgets.QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        opt.text = ""
-        style = opt.widget.style() if opt.widget is not None else QtWidgets.QApplication.style()
-        style.drawControl(QtWidgets.QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        _draw_cell_without_text(self, painter, option, index)
         doc = QtGui.QTextDocument()
         doc.setDefaultFont(option.font)
         doc.setDocumentMargin(0)

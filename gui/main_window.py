@@ -21,13 +21,14 @@ from memlens.errors import MemlensError, NotFound
 from memlens.gui import format as fmt
 from memlens.gui import theme
 from memlens.gui.audit_view import AuditView
+from memlens.gui.columns import COLUMN_INDEX, COLUMNS
 from memlens.gui.consolidate_dialog import ConsolidateDialog
 from memlens.gui.delegates import SnippetDelegate, StrengthDelegate
 from memlens.gui.detail import DetailData, DetailPane, load_curve, load_detail
 from memlens.gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
 from memlens.gui.file_dialogs import choose_open_file, choose_save_file
 from memlens.gui.icons import icon
-from memlens.gui.memory_model import COLUMN_INDEX, COLUMNS, ID_ROLE, MemoryQuery, MemoryTableModel
+from memlens.gui.memory_model import ID_ROLE, MemoryQuery, MemoryTableModel
 from memlens.gui.new_memory_dialog import NewMemoryDialog
 from memlens.gui.operations import OpChanges
 from memlens.gui.operations.edit import remember, update_memory
@@ -416,17 +417,18 @@ class MainWindow(QtWidgets.QMainWindow):
         header = self.table.horizontalHeader()
         header.setSectionsMovable(True)
         header.setHighlightSections(False)
-        header.setSectionResizeMode(COLUMN_INDEX["title"], QtWidgets.QHeaderView.ResizeMode.Stretch)
-        widths = {"id": 46, "layer": 76, "type": 78, "project": 86, "strength": 86, "created": 98, "used": 80, "version": 40, "uses": 42, "importance": 44, "tags": 110, "expires": 76}
-        for key, width in widths.items():
-            self.table.setColumnWidth(COLUMN_INDEX[key], width)
-        for key in ("importance", "tags", "used"):
-            header.hideSection(COLUMN_INDEX[key])
         header.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(self._header_menu)
         self.strength_delegate = StrengthDelegate(self.table)
-        self.table.setItemDelegateForColumn(COLUMN_INDEX["strength"], self.strength_delegate)
-        self.table.setItemDelegateForColumn(COLUMN_INDEX["title"], SnippetDelegate(self.table))
+        delegates: dict[str, QtWidgets.QStyledItemDelegate] = {"strength": self.strength_delegate, "snippet": SnippetDelegate(self.table)}
+        for section, column in enumerate(COLUMNS):
+            if column.width is None:
+                header.setSectionResizeMode(section, QtWidgets.QHeaderView.ResizeMode.Stretch)
+            else:
+                self.table.setColumnWidth(section, column.width)
+            header.setSectionHidden(section, column.hidden)
+            if column.delegate is not None:
+                self.table.setItemDelegateForColumn(section, delegates[column.delegate])
         self.table.selectionModel().currentRowChanged.connect(self._current_row_changed)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self.model.counted.connect(self._update_count_label)
@@ -957,12 +959,11 @@ class MainWindow(QtWidgets.QMainWindow):
         """Right-click on the header: show or hide columns."""
         header = self.table.horizontalHeader()
         menu = QtWidgets.QMenu(self)
-        for column in COLUMNS:
-            if column.key in ("title",):
+        for section, column in enumerate(COLUMNS):
+            if not column.hideable:
                 continue
             act = menu.addAction(column.header if column.header != "#" else "Id")
             act.setCheckable(True)
-            section = COLUMN_INDEX[column.key]
             act.setChecked(not header.isSectionHidden(section))
             act.toggled.connect(lambda on, sec=section: header.setSectionHidden(sec, not on))
         menu.popup(header.mapToGlobal(pos))

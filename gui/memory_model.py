@@ -24,13 +24,14 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 import numpy as np
 
 from memlens.decay import DecayConfig, strength
 from memlens.gui import format as fmt
+from memlens.gui.columns import COLUMN_INDEX, COLUMNS
 from memlens.gui.qt import QtCore, QtGui, Signal
 from memlens.gui.tasks import StoreReader
 from memlens.models import Memory
@@ -70,52 +71,8 @@ class MemoryRow:
     score: float | None = None
 
 
-@dataclass(frozen=True)
-class Column:
-    """A table column: header, the ``order_by`` it sorts on in the database (``MemoryStore.list_ids``), tooltip."""
-
-    key: str
-    header: str
-    order_by: str
-    tip: str
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("id", "#", "id", "Memory id"),
-    Column("title", "Title", "title", "Title (in a search: the matching passage)"),
-    Column("layer", "Layer", "layer", "Working, episodic, semantic or procedural"),
-    Column("type", "Type", "type", "fact, preference, decision, workflow, observation, …"),
-    Column("project", "Project", "project", "Project the memory belongs to"),
-    Column("strength", "Strength", "last_accessed_at", "Strength now (0-1); sorting orders a large list by last use, a small one or a search exactly"),
-    Column("created", "Created", "created_at", "When this version was stored"),
-    Column("used", "Last used", "last_accessed_at", "Last recall (or creation)"),
-    Column("version", "Ver.", "version", "Version in its chain"),
-    Column("uses", "Uses", "access_count", "How often it was recalled"),
-    Column("importance", "Imp.", "importance", "Importance (0-1)"),
-    Column("tags", "Tags", "tags", "Tags"),
-    Column("expires", "Expires", "forget_after", "When its TTL runs out"),
-)
-COLUMN_INDEX = {c.key: i for i, c in enumerate(COLUMNS)}
-
-
 def _sort_value(row: MemoryRow, key: str, now: datetime, config: DecayConfig) -> Any:
-    m = row.memory
-    far = datetime.max.replace(tzinfo=timezone.utc)
-    return {
-        "id": m.id,
-        "title": m.title.lower(),
-        "layer": m.layer,
-        "type": m.type,
-        "project": (m.project or "").lower(),
-        "strength": strength(m, now, config),
-        "created": m.created_at,
-        "used": m.last_accessed_at,
-        "version": m.version,
-        "uses": m.access_count,
-        "importance": m.importance,
-        "tags": ", ".join(sorted(m.tags)).lower(),
-        "expires": m.forget_after or far,
-    }[key]
+    return COLUMNS[COLUMN_INDEX[key]].sort_value(row.memory, now, config)
 
 
 Index = QtCore.QModelIndex | QtCore.QPersistentModelIndex
@@ -623,7 +580,7 @@ class MemoryTableModel(QtCore.QAbstractTableModel):
                 return f"strength {strength(m, now, self.decay_config):.3f} at {fmt.when(now)}"
             return None
         if role == R.TextAlignmentRole:
-            if key in ("id", "version", "uses", "importance", "strength"):
+            if COLUMNS[column].right_aligned:
                 return (QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter).value
             return None
         if role == R.DecorationRole and key == "title" and m.pinned:
@@ -641,38 +598,9 @@ class MemoryTableModel(QtCore.QAbstractTableModel):
         return None
 
     def _display(self, row: MemoryRow, key: str, now: datetime) -> str:
-        m = row.memory
-        if key == "id":
-            return str(m.id)
-        if key == "title":
-            if row.snippet and self.query.text.strip():
-                return row.snippet
-            return m.title
-        if key == "layer":
-            return m.layer
-        if key == "type":
-            return m.type
-        if key == "project":
-            return m.project or ""
-        if key == "strength":
-            return f"{strength(m, now, self.decay_config):.2f}"
-        if key == "created":
-            return fmt.short_when(m.created_at, now)
-        if key == "used":
-            return fmt.relative(m.last_accessed_at, now)
-        if key == "version":
-            return str(m.version) + ("" if m.is_latest else " (old)")
-        if key == "uses":
-            return str(m.access_count)
-        if key == "importance":
-            return f"{m.importance:.2f}"
-        if key == "tags":
-            return ", ".join(m.tags)
-        if key == "expires":
-            if m.forget_after is None:
-                return ""
-            return "expired" if m.is_expired(now) else fmt.relative(m.forget_after, now)
-        return ""
+        if key == "title" and row.snippet and self.query.text.strip():
+            return row.snippet
+        return COLUMNS[COLUMN_INDEX[key]].show(row.memory, now, self.decay_config)
 
 
 def _positions(ids: array[int], wanted: set[int]) -> dict[int, int]:
