@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 from memlens.cli.common import (
     Parser,
     UsageError,
+    add_command,
     add_json_flag,
     emit,
     now_from,
@@ -28,7 +29,7 @@ from memlens.config import default_store_path
 from memlens.errors import InvalidInput, MemlensError
 
 # The helpers every command module uses live in memlens.cli.common; they are named here too for callers of old.
-__all__ = ["COMMAND_MODULES", "Parser", "UsageError", "add_json_flag", "build_parser", "emit", "main", "now_from", "open_store", "parse_when", "store_path"]
+__all__ = ["COMMAND_MODULES", "Parser", "UsageError", "add_command", "add_json_flag", "build_parser", "emit", "main", "now_from", "open_store", "parse_when", "store_path"]
 
 #: Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = (

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from memlens.cli.common import Parser, UsageError, add_json_flag, emit, now_from, open_store, store_path
+from memlens.cli.common import Parser, UsageError, add_command, emit, now_from, open_store, store_path
 from memlens.config import default_store_path
 from memlens.errors import InvalidInput, MemlensError
 
@@ -26,22 +26,17 @@ def register(sub: Any) -> None:
 
     _register_hook(sub)
 
-    p = sub.add_parser("import", help="import an agentmemory export (JSON) or a memlens export (JSONL)")
-    p.add_argument("file", help="the export file ('-' reads standard input)")
-    p.add_argument("--format", choices=["agentmemory", "memlens"], help="the file's format (detected when omitted)")
+    p = add_command(sub, "import", cmd_import, help="import an agentmemory export (JSON), a memlens export (JSONL) or a spreadsheet (CSV, TSV)")
+    p.add_argument("file", help="the file ('-' reads standard input); a .csv or .tsv name is read as a spreadsheet")
+    p.add_argument("--format", choices=["agentmemory", "memlens", "csv", "tsv"], help="the file's format (from its name or content when omitted)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
-    p.add_argument("--now", help=argparse.SUPPRESS)
     _db_option(p)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_import)
 
-    p = sub.add_parser("export", help="write every memory, session and relation to a memlens JSONL file")
-    p.add_argument("file", help="the file to write ('-' writes standard output)")
+    p = add_command(sub, "export", cmd_export, help="write every memory, session and relation to a memlens JSONL file, or the latest memories to CSV/TSV")
+    p.add_argument("file", help="the file to write ('-' writes standard output); a .csv or .tsv name writes a spreadsheet")
+    p.add_argument("--format", choices=["memlens", "csv", "tsv"], help="the file's format (from its name when omitted; else memlens)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
-    p.add_argument("--now", help=argparse.SUPPRESS)
     _db_option(p)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_export)
 
 
 def _register_hook(sub: Any) -> None:
@@ -132,9 +127,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.file == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise InvalidInput("give the export file as an argument, or pipe it into `memlens import -`")
-        batch = read_text(sys.stdin.buffer.read().decode("utf-8", errors="replace"), format=args.format)
+        batch = read_text(sys.stdin.buffer.read().decode("utf-8", errors="replace"), format=args.format, now=now)
     else:
-        batch = read_file(args.file, format=args.format)
+        batch = read_file(args.file, format=args.format, now=now)
     bar = ProgressBar("importing", sys.stderr, enabled=not args.no_progress)
     try:
         with open_store(args) as store:
@@ -151,7 +146,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     bar = ProgressBar("exporting", sys.stderr, enabled=not args.no_progress)
     try:
         with open_store(args, create=False, readonly=True) as store:
-            summary = export_file(store, args.file, now=now_from(args), progress=bar)
+            summary = export_file(store, args.file, format=args.format, now=now_from(args), progress=bar)
     finally:
         bar.finish()
     text = f"exported {summary.memories} memories, {summary.sessions} sessions and {summary.relations} relations to {summary.path}"

@@ -26,6 +26,27 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def add_command(
+    sub: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str | None = None,
+    clock: bool = True,
+) -> argparse.ArgumentParser:
+    """A subcommand that runs ``handler``, with --json and (``clock``) the hidden --now every command shares.
+
+    --now lets tests and scripts run a command at a chosen time; it is hidden because people never need it.
+    """
+    p = sub.add_parser(name, help=help, description=description)
+    add_json_flag(p)
+    if clock:
+        p.add_argument("--now", help=argparse.SUPPRESS)
+    p.set_defaults(handler=handler)
+    return p
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """Every command takes --json for machine-readable output."""
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")

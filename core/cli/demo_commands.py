@@ -6,19 +6,16 @@ import argparse
 import sys
 from typing import Any
 
-from memlens.cli.common import add_json_flag, emit, now_from, store_path
+from memlens.cli.common import add_command, emit, now_from, store_path
 from memlens.errors import InvalidInput
 
 
 def register(sub: Any) -> None:
     """Add the ``demo`` subcommand."""
-    p = sub.add_parser("demo", help="write a realistic demo: a few weeks of an agent's work across all four layers")
+    p = add_command(sub, "demo", cmd_demo, help="write a realistic demo: a few weeks of an agent's work across all four layers")
     p.add_argument("--days", type=int, default=21, help="how many days of activity, ending now (3-365, default 21)")
     p.add_argument("--seed", type=int, default=7, help="random seed (the same seed and time give the same store)")
     p.add_argument("--force", action="store_true", help="add the demo even if the store already holds memories")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

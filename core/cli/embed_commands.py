@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from memlens.cli.common import add_json_flag, emit, now_from, open_store
+from memlens.cli.common import add_command, emit, now_from, open_store
 from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "embed",
+        cmd_embed,
         help="store embedding vectors for semantic search (an OpenAI-compatible /embeddings endpoint)",
         description=(
             "Embed every latest memory that has no vector from the model yet. The endpoint comes from --base-url/--model "
@@ -31,9 +33,6 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", type=int, default=64, help="texts per request (default 64)")
     p.add_argument("--limit", type=int, help="embed at most this many memories")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_embed)
 
 
 def cmd_embed(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from memlens.cli.common import add_json_flag, emit, now_from, open_store
+from memlens.cli.common import add_command, emit, now_from, open_store
 from memlens.decay import composite_score
 from memlens.decay import strength as strength_of
 from memlens.errors import InvalidInput
@@ -20,33 +20,25 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands."""
-    p = sub.add_parser("sweep", help="forget what is due (TTL, weak, low value, duplicates, capacity), or list it with --dry-run")
+    p = add_command(sub, "sweep", cmd_sweep, help="forget what is due (TTL, weak, low value, duplicates, capacity), or list it with --dry-run", clock=False)
     p.add_argument("--dry-run", action="store_true", help="only list what a sweep at that time would do; write nothing")
     p.add_argument("--now", help="sweep as of this time (ISO 8601; default: now)")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_sweep)
 
-    p = sub.add_parser("consolidate", help="summarise finished sessions into episodes, extract facts and workflows")
+    p = add_command(sub, "consolidate", cmd_consolidate, help="summarise finished sessions into episodes, extract facts and workflows", clock=False)
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (default: $MEMLENS_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model name (default: $MEMLENS_LLM_MODEL)")
     p.add_argument("--llm-timeout", type=float, help="seconds to wait for an answer (default 30)")
     p.add_argument("--no-llm", action="store_true", help="use the deterministic method even if an LLM is configured")
     p.add_argument("--now", help="consolidate as of this time (ISO 8601; default: now)")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_consolidate)
 
-    p = sub.add_parser("explain", help="why a memory is where it is (strength, the next sweep, supersede, sources)")
+    p = add_command(sub, "explain", cmd_explain, help="why a memory is where it is (strength, the next sweep, supersede, sources)", clock=False)
     p.add_argument("id", type=int)
     p.add_argument("--now", help="explain as of this time (ISO 8601; default: now)")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_explain)
 
-    p = sub.add_parser("strength", help="a memory's strength, retention score and when it fades")
+    p = add_command(sub, "strength", cmd_strength, help="a memory's strength, retention score and when it fades", clock=False)
     p.add_argument("id", type=int)
     p.add_argument("--threshold", type=float, help="fade threshold (default: the forget threshold)")
     p.add_argument("--now", help="as of this time (ISO 8601; default: now)")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_strength)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

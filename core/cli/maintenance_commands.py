@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any
 
-from memlens.cli.common import add_json_flag, emit, now_from, open_store, store_path
+from memlens.cli.common import add_command, emit, now_from, open_store, store_path
 from memlens.errors import InvalidInput
 from memlens.maintenance import backup, describe, doctor
 from memlens.redact import redact
@@ -17,29 +17,19 @@ _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
 
 def register(sub: Any) -> None:
     """Add this module's subcommands."""
-    p = sub.add_parser("backup", help="copy the store to PATH (safe while an agent writes)")
+    p = add_command(sub, "backup", cmd_backup, help="copy the store to PATH (safe while an agent writes)", clock=False)
     p.add_argument("path", help="the backup file, or an existing folder to put a dated backup in")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_backup)
 
-    p = sub.add_parser("doctor", help="check the store (integrity, indexes, orphans, chains, audit chain)")
+    p = add_command(sub, "doctor", cmd_doctor, help="check the store (integrity, indexes, orphans, chains, audit chain)")
     p.add_argument("--repair", action="store_true", help="rebuild the derived indexes and fix what can be fixed")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_doctor)
 
-    p = sub.add_parser("redact-check", help="show what redaction would hide in TEXT (nothing is stored)")
+    p = add_command(sub, "redact-check", cmd_redact_check, help="show what redaction would hide in TEXT (nothing is stored)", clock=False)
     p.add_argument("text", nargs="?", help="the text ('-' or nothing reads standard input)")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_redact_check)
 
-    p = sub.add_parser("review", help="memories flagged because a memory they were derived from was forgotten")
+    p = add_command(sub, "review", cmd_review, help="memories flagged because a memory they were derived from was forgotten")
     p.add_argument("--done", type=int, metavar="ID", help="clear the flag of memory ID (it was checked)")
     p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_review)
 
 
 def cmd_backup(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from memlens.cli.common import add_json_flag, emit, now_from, open_store, parse_when, store_path
+from memlens.cli.common import add_command, emit, now_from, open_store, parse_when, store_path
 from memlens.decay import strength as strength_of
 from memlens.errors import InvalidInput
 from memlens.models import Memory
@@ -15,11 +15,9 @@ from memlens.models import Memory
 
 def register(sub: Any) -> None:
     """Add this module's subcommands."""
-    p = sub.add_parser("init", help="create the store (if missing) and print where it is")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_init)
+    p = add_command(sub, "init", cmd_init, help="create the store (if missing) and print where it is", clock=False)
 
-    p = sub.add_parser("remember", help="store a memory (supersedes a near-identical one)")
+    p = add_command(sub, "remember", cmd_remember, help="store a memory (supersedes a near-identical one)")
     p.add_argument("content", nargs="?", help="the memory's text ('-' or nothing reads standard input)")
     p.add_argument("--type", default="fact", help="fact, preference, decision, pattern, workflow, bug, task, chitchat, ...")
     p.add_argument("--title")
@@ -32,21 +30,15 @@ def register(sub: Any) -> None:
     p.add_argument("--source-ref")
     p.add_argument("--pin", action="store_true")
     p.add_argument("--no-supersede", action="store_true", help="store as a separate memory even if similar")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_remember)
 
-    p = sub.add_parser("observe", help="store an agent's tool call as a working-layer observation")
+    p = add_command(sub, "observe", cmd_observe, help="store an agent's tool call as a working-layer observation")
     p.add_argument("--session", required=True)
     p.add_argument("--tool", required=True)
     p.add_argument("--input", dest="tool_input", default="", help="the tool's input (text or JSON)")
     p.add_argument("--output", dest="tool_output", default="", help="the tool's output")
     p.add_argument("--project")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_observe)
 
-    p = sub.add_parser("search", help="full-text search (latest, unexpired memories by default)")
+    p = add_command(sub, "search", cmd_search, help="full-text search (latest, unexpired memories by default)")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--layer", action="append", dest="layers")
@@ -61,22 +53,14 @@ def register(sub: Any) -> None:
     p.add_argument("--raw", action="store_true", help="the query is FTS5 syntax")
     p.add_argument("--semantic", action="store_true", help="also rank by embeddings from MEMLENS_EMBED_* (filled by `memlens embed`)")
     p.add_argument("--recall", action="store_true", help="count the results as used (reinforces them)")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_search)
 
-    p = sub.add_parser("show", help="one memory with its version history")
+    p = add_command(sub, "show", cmd_show, help="one memory with its version history")
     p.add_argument("id", type=int)
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_show)
 
-    p = sub.add_parser("history", help="every version of a memory, oldest first")
+    p = add_command(sub, "history", cmd_history, help="every version of a memory, oldest first", clock=False)
     p.add_argument("id", type=int)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_history)
 
-    p = sub.add_parser("forget", help="erase memories for good (audited)")
+    p = add_command(sub, "forget", cmd_forget, help="erase memories for good (audited)")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--id", type=int, action="append", dest="ids", help="a memory id (repeatable)")
     target.add_argument("--session", help="every memory of a session")
@@ -85,11 +69,8 @@ def register(sub: Any) -> None:
     p.add_argument("--project", help="with --query: only this project")
     p.add_argument("--reason")
     p.add_argument("--yes", action="store_true", help="with --query: do it (otherwise only list what would go)")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_forget)
 
-    p = sub.add_parser("update", help="change importance, tags, pinning or TTL")
+    p = add_command(sub, "update", cmd_update, help="change importance, tags, pinning or TTL")
     p.add_argument("id", type=int)
     p.add_argument("--importance", type=float)
     p.add_argument("--tags", help="comma-separated; replaces the tags")
@@ -99,23 +80,16 @@ def register(sub: Any) -> None:
     ttl = p.add_mutually_exclusive_group()
     ttl.add_argument("--ttl-days", type=float)
     ttl.add_argument("--no-ttl", action="store_true")
-    p.add_argument("--now", help=argparse.SUPPRESS)
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_update)
 
-    p = sub.add_parser("audit", help="the audit log, newest first")
+    p = add_command(sub, "audit", cmd_audit, help="the audit log, newest first", clock=False)
     p.add_argument("action", nargs="?", choices=["list", "verify"], default="list")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--operation")
     p.add_argument("--target", type=int)
     p.add_argument("--since")
     p.add_argument("--until")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_audit)
 
-    p = sub.add_parser("stats", help="what the store holds")
-    add_json_flag(p)
-    p.set_defaults(handler=cmd_stats)
+    p = add_command(sub, "stats", cmd_stats, help="what the store holds", clock=False)
 
 
 # --- formatting ------------------------------------------------------------------------------------------------

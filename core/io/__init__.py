@@ -1,6 +1,6 @@
-"""Moving memories in and out of a store: agentmemory exports in, memlens's own JSONL out and in.
+"""Moving memories in and out of a store: agentmemory exports in, memlens's own JSONL and spreadsheets out and in.
 
-Readers (:mod:`memlens.io.agentmemory`, :mod:`memlens.io.jsonl`) check a whole file first and turn it into an
+Readers (:mod:`memlens.io.agentmemory`, :mod:`memlens.io.jsonl`, :mod:`memlens.io.tabular`) check a whole file first and turn it into an
 :class:`ImportBatch` of fully specified records, naming the first problem and writing nothing when the file is
 malformed. :meth:`memlens.store.MemoryStore.import_records` then writes the batch in one transaction and answers
 with an :class:`ImportSummary`. Records refer to each other (parent version, chain, relations) by ``key``, a
@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 #: importing), so a GUI callback should only post the numbers to its own thread, never touch the store.
 Progress = Callable[[int, int], None]
 
-FORMATS = ("agentmemory", "memlens")
+#: Spreadsheet formats (:mod:`memlens.io.tabular`), recognised by the file's extension.
+TABULAR_FORMATS = ("csv", "tsv")
+FORMATS = ("agentmemory", "memlens", *TABULAR_FORMATS)
 #: How an import recognises a memory it already holds: by ``source_ref`` (agentmemory) or by id and text (memlens).
 MATCH_MODES = ("source_ref", "id")
 
@@ -234,9 +236,13 @@ def detect_text_format(head: str, *, name: str = "the input") -> str:
     raise InvalidInput(f"{name} is neither a memlens export (JSONL) nor an agentmemory export (JSON)")
 
 
-def read_file(path: str | Path, *, format: str | None = None) -> ImportBatch:
-    """Read and check an export file completely; raises InvalidInput naming the first problem."""
-    fmt = format or detect_format(path)
+def read_file(path: str | Path, *, format: str | None = None, now: datetime | None = None) -> ImportBatch:
+    """Read and check an export file completely; raises InvalidInput naming the first problem.
+
+    Without ``format``, a ``.csv`` or ``.tsv`` name is read as that and other files by their content.
+    ``now`` is the creation time of spreadsheet rows that give none.
+    """
+    fmt = format or _tabular_format(path) or detect_format(path)
     if fmt == "agentmemory":
         import memlens.io.agentmemory
 
@@ -245,10 +251,14 @@ def read_file(path: str | Path, *, format: str | None = None) -> ImportBatch:
         import memlens.io.jsonl
 
         return memlens.io.jsonl.load(path)
+    if fmt in TABULAR_FORMATS:
+        import memlens.io.tabular
+
+        return memlens.io.tabular.load(path, format=fmt, now=_when(now))
     raise InvalidInput(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
-def read_text(text: str, *, format: str | None = None) -> ImportBatch:
+def read_text(text: str, *, format: str | None = None, now: datetime | None = None) -> ImportBatch:
     """Like :func:`read_file`, for an export already in memory (``memlens import -`` reads standard input)."""
     fmt = format or detect_text_format(text)
     if fmt == "agentmemory":
@@ -263,7 +273,21 @@ def read_text(text: str, *, format: str | None = None) -> ImportBatch:
         import memlens.io.jsonl
 
         return memlens.io.jsonl.parse(text.lstrip("\ufeff").splitlines())
+    if fmt in TABULAR_FORMATS:
+        import memlens.io.tabular
+
+        return memlens.io.tabular.parse(text, format=fmt, now=_when(now))
     raise InvalidInput(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+
+
+def _tabular_format(path: str | Path) -> str | None:
+    """``"csv"``/``"tsv"`` for a file named so (spreadsheet files are told by their name, not sniffed), else None."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return suffix if suffix in TABULAR_FORMATS else None
+
+
+def _when(now: datetime | None) -> datetime:
+    return now or datetime.now(timezone.utc)
 
 
 def import_file(
@@ -276,19 +300,34 @@ def import_file(
 ) -> ImportSummary:
     """Import an export file into ``store``: all of it in one transaction, or (for a malformed file) nothing.
 
-    ``format`` is ``"agentmemory"`` or ``"memlens"``; detected from the content when omitted. Importing the
-    same file again changes nothing. ``progress(done, total)`` is called while writing.
+    ``format`` is one of :data:`FORMATS`; without it a ``.csv``/``.tsv`` name decides, else the content. Importing
+    the same file again changes nothing. ``progress(done, total)`` is called while writing.
     """
-    batch = read_file(path, format=format)
+    batch = read_file(path, format=format, now=now)
     return store.import_records(batch, now=now, progress=progress)
 
 
-def export_file(store: MemoryStore, path: str | Path, *, now: datetime | None = None, progress: Progress | None = None) -> ExportSummary:
-    """Write every memory (all versions), session and relation of ``store`` to ``path`` as memlens JSONL.
+def export_file(
+    store: MemoryStore,
+    path: str | Path,
+    *,
+    format: str | None = None,
+    now: datetime | None = None,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write ``store`` to ``path``: memlens JSONL (every memory with all versions, session and relation), or with a
+    ``.csv``/``.tsv`` name or ``format`` one spreadsheet row per latest memory (:mod:`memlens.io.tabular`).
 
     The file is written next to its destination and moved into place when complete, so a failed export never
     leaves half a file behind. ``progress(done, total)`` counts memories written.
     """
+    fmt = format or _tabular_format(path) or "memlens"
+    if fmt in TABULAR_FORMATS:
+        import memlens.io.tabular
+
+        return memlens.io.tabular.export(store, path, format=fmt, progress=progress)
+    if fmt != "memlens":
+        raise InvalidInput(f"an export is written as memlens, {' or '.join(TABULAR_FORMATS)}, not {fmt!r}")
     import memlens.io.jsonl
 
     return memlens.io.jsonl.export(store, path, now=now, progress=progress)
