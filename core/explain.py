@@ -1,7 +1,8 @@
 """Why a memory is where it is, in a sentence or two.
 
-The sentences are built from the same rule functions the sweep uses (:mod:`memlens.sweep`), so "the next sweep forgets
-it" is said exactly when a sweep at that ``now`` would. Nothing here writes.
+The sentences come from the registered sweep rules (:mod:`memlens.rules`), read through the same
+:class:`memlens.sweep.StoreView` the sweep plans with, so "the next sweep forgets it" is said exactly when a sweep at that
+``now`` would. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from memlens import decay
-from memlens import sweep as sweep_rules
+from memlens import decay, rules
+from memlens.config import StoreSettings
 from memlens.errors import NotFound
 from memlens.models import Memory
-from memlens.supersede import compatible_projects
-from memlens.text import jaccard, similarity_tokens
+from memlens.rules.base import article, duration
+from memlens.sweep import StoreView
 
 if TYPE_CHECKING:
     from memlens.store import MemoryStore
@@ -32,6 +33,7 @@ def explain(store: MemoryStore, memory_id: int, *, now: datetime) -> str:
     except NotFound:
         return _explain_gone(store, memory_id)
     settings = store.settings
+    view = StoreView(store.conn)
     value = decay.strength(memory, now, settings.decay)
     hours = max(0.0, (now - memory.last_accessed_at) / timedelta(hours=1))
     first: str
@@ -44,55 +46,15 @@ def explain(store: MemoryStore, memory_id: int, *, now: datetime) -> str:
             f"touches it before {ends:%Y-%m-%d %H:%M} UTC (strength {value:.2f})."
         )
     else:
-        first = _fate(store, memory, value, hours, now) or _outlook(store, memory, value, hours, now)
-    second = " ".join(part for part in (_context(store, memory, now), _capacity(store, memory, now)) if part)
+        first = _fate(view, settings, memory, now) or _outlook(store, memory, value, hours, now)
+    notes = [rule.note(memory, view, settings, now) for rule in rules.RULES]
+    second = " ".join(part for part in (_context(store, memory, now), *notes) if part)
     return f"{first} {second}" if second else first
 
 
-def _capacity(store: MemoryStore, memory: Memory, now: datetime) -> str:
-    """A note when the store is over its capacity, where the lowest retention scores go first."""
-    capacity = store.settings.capacity
-    if capacity <= 0 or memory.pinned or not memory.is_latest:
-        return ""
-    latest = store.conn.execute("SELECT COUNT(*) FROM memories WHERE is_latest = 1").fetchone()[0]
-    if latest <= capacity:
-        return ""
-    score = decay.composite_score(memory, now, store.settings.decay)
-    return f"The store holds {latest} latest memories, over its capacity of {capacity}: the lowest retention scores go first (this one's is {score:.2f})."
-
-
-def _fate(store: MemoryStore, memory: Memory, value: float, hours: float, now: datetime) -> str | None:
-    """The sentence for a memory the next sweep acts on (ttl, weak, low value, near-duplicate), else None."""
-    settings = store.settings
-    now_ts = now.timestamp()
-    if memory.forget_after is not None and memory.forget_after <= now:
-        return f"Its TTL ran out on {memory.forget_after:%Y-%m-%d %H:%M} UTC; the next sweep forgets it (strength {value:.2f})."
-    decision = sweep_rules.weak_decision(
-        memory.id, memory.title, memory.layer, memory.type, memory.importance, memory.last_accessed_at.timestamp(),
-        memory.access_count, settings, now_ts,
-    )
-    if decision is not None:
-        return (
-            f"Strength {value:.2f} after {_hours(hours)} unused; below {settings.decay.forget_threshold:g}, "
-            "so the next sweep forgets it."
-        )
-    decision = sweep_rules.low_value_decision(
-        memory.id, memory.title, memory.layer, memory.created_at.timestamp(), memory.importance, settings, now_ts
-    )
-    if decision is not None:
-        age = (now - memory.created_at) / timedelta(days=1)
-        return (
-            f"An observation {age:.0f} days old with importance {memory.importance:.2f} (at most "
-            f"{settings.low_value_importance:g}): low value, so the next sweep forgets it."
-        )
-    newer = _newer_duplicate(store, memory, now)
-    if newer is not None:
-        other, sim = newer
-        return (
-            f"A near-duplicate of the newer #{other} (similarity {sim:.2f}, above {settings.duplicate_threshold:g}, "
-            "sharing a tag): the next sweep marks it not latest."
-        )
-    return None
+def _fate(view: StoreView, settings: StoreSettings, memory: Memory, now: datetime) -> str | None:
+    """The sentence of the first registered rule by which a sweep at ``now`` acts on this memory, else None."""
+    return next((s for rule in rules.RULES if (s := rule.fate(memory, view, settings, now)) is not None), None)
 
 
 def _outlook(store: MemoryStore, memory: Memory, value: float, hours: float, now: datetime) -> str:
@@ -101,7 +63,7 @@ def _outlook(store: MemoryStore, memory: Memory, value: float, hours: float, now
     cfg = settings.decay
     rate = decay.effective_rate(memory.type, memory.access_count, cfg)
     used = f"recalled {memory.access_count} times" if memory.access_count else "never recalled"
-    base = f"Strength {value:.2f} after {_hours(hours)} unused ({used}; {_a(memory.type)} decays {rate:g}/h)"
+    base = f"Strength {value:.2f} after {duration(hours)} unused ({used}; {article(memory.type)} decays {rate:g}/h)"
     if decay.forgettable_by_strength(memory.layer, memory.type):
         fade = decay.fades_at(memory, cfg.forget_threshold, cfg)
         if fade is not None:
@@ -147,42 +109,6 @@ def _context(store: MemoryStore, memory: Memory, now: datetime) -> str:
     return " ".join(parts)
 
 
-def _newer_duplicate(store: MemoryStore, memory: Memory, now: datetime, *, contested: bool = True) -> tuple[int, float] | None:
-    """The newer near-duplicate (id, similarity) that hides this memory at the next sweep, if any.
-
-    A newer memory takes one older one only (see :func:`memlens.sweep.dedupe_by_newer`): with ``contested`` the other
-    older memories whose best match is the same newer one are weighed too, and this one must win."""
-    settings = store.settings
-    if not memory.is_latest or not memory.tags or memory.pinned:
-        return None
-    cutoff = now - timedelta(hours=settings.grace_hours)
-    tokens = similarity_tokens(memory.content)
-    candidates = sweep_rules._similar_candidates(store.conn, tokens, settings.duplicate_threshold)
-    candidates.discard(memory.id)
-    best: tuple[float, int] | None = None
-    for other in store.get_many(sorted(candidates)):
-        if not other.is_latest or other.layer != memory.layer or not compatible_projects(memory.project, other.project):
-            continue
-        if other.created_at > cutoff or not set(other.tags) & set(memory.tags):
-            continue
-        if (other.created_at, other.id) <= (memory.created_at, memory.id) or not sweep_rules.stands_alone(store.conn, other.id):
-            continue
-        sim = jaccard(tokens, similarity_tokens(other.content))
-        if sim > settings.duplicate_threshold and (best is None or (sim, other.id) > best):
-            best = (sim, other.id)
-    if best is None:
-        return None
-    sim, newer_id = best
-    if contested:
-        newer = store.get(newer_id)
-        rivals = sweep_rules._similar_candidates(store.conn, similarity_tokens(newer.content), settings.duplicate_threshold)
-        for rival in store.get_many(sorted(rivals - {memory.id, newer_id})):
-            link = _newer_duplicate(store, rival, now, contested=False)
-            if link is not None and link[0] == newer_id and (link[1], rival.id) > (sim, memory.id):
-                return None
-    return (newer_id, sim)
-
-
 def _explain_gone(store: MemoryStore, memory_id: int) -> str:
     for entry in store.audit(target_id=memory_id, limit=50):
         if entry.operation not in _ERASING or str(memory_id) not in entry.details.get("content_sha256", {}):
@@ -198,22 +124,10 @@ def _explain_gone(store: MemoryStore, memory_id: int) -> str:
     raise NotFound(f"no memory #{memory_id} (and the audit log has no record of it)")
 
 
-def _a(word: str) -> str:
-    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
-
-
 def _ids(ids: list[int]) -> str:
     shown = ", ".join(f"#{i}" for i in ids[:8])
     return shown + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
 
 
-def _hours(hours: float) -> str:
-    if hours < 1:
-        return f"{hours * 60:.0f} minutes"
-    if hours < 48:
-        return f"{hours:.0f} hours"
-    return f"{hours / 24:.0f} days"
-
-
 def _span(delta: timedelta) -> str:
-    return _hours(max(0.0, delta / timedelta(hours=1)))
+    return duration(delta / timedelta(hours=1))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from memlens import rules
 from memlens.config import StoreSettings
 from memlens.decay import DEFAULT_RATES
 from memlens.gui import format as fmt
@@ -197,13 +198,12 @@ class SettingsDialog(QtWidgets.QDialog):
         s = store_settings or StoreSettings()
         self.supersede = self._double("settingsSupersede", "Supersede threshold", s.supersede_threshold)
         self.advisory = self._double("settingsAdvisory", "Similar-to threshold", s.advisory_threshold)
-        self.forget_threshold = self._double("settingsForgetThreshold", "Forget threshold", s.decay.forget_threshold)
         self.reinforcement = self._double("settingsReinforcement", "Reinforcement per recall", s.decay.reinforcement, maximum=10.0)
         eform.addRow("Supersede above similarity", self.supersede)
         eform.addRow("Report “similar to” above", self.advisory)
-        eform.addRow("Forget below strength", self.forget_threshold)
         eform.addRow("Reinforcement per recall", self.reinforcement)
         engine_layout.addLayout(eform)
+        engine_layout.addWidget(self._sweep_rules(s))
         engine_layout.addWidget(QtWidgets.QLabel("Decay rates (per hour) by memory type:"))
         self.rates = QtWidgets.QTableWidget(0, 2)
         _name(self.rates, "settingsRates", "Decay rates")
@@ -266,6 +266,35 @@ class SettingsDialog(QtWidgets.QDialog):
         layout.addWidget(buttons)
         self.resize(520, 520)
 
+    def _sweep_rules(self, s: StoreSettings) -> QtWidgets.QGroupBox:
+        """One row per registered sweep rule: its label, what it does (tooltip) and an editor per setting it reads."""
+        box = QtWidgets.QGroupBox("Auto-forget sweep rules, in the order they apply")
+        box.setObjectName("settingsSweepRules")
+        form = QtWidgets.QFormLayout(box)
+        #: The spin box editing each rule setting, by setting key.
+        self.rule_settings: dict[str, tuple[rules.RuleSetting, QtWidgets.QSpinBox | QtWidgets.QDoubleSpinBox]] = {}
+        for rule in rules.RULES:  # read when the dialog opens, so a rule registered later is listed too
+            title = QtWidgets.QLabel(f"<b>{html.escape(rule.label)}</b>")
+            title.setToolTip(rule.description)
+            title.setObjectName(f"settingsRule_{rule.name}")
+            if not rule.settings:
+                note = QtWidgets.QLabel(rule.description)
+                note.setWordWrap(True)
+                form.addRow(title, note)
+                continue
+            form.addRow(title)
+            for setting in rule.settings:
+                name, value = "settingsRule_" + setting.key.replace(".", "_"), setting.value(s)
+                spin: QtWidgets.QSpinBox | QtWidgets.QDoubleSpinBox
+                if setting.integer:
+                    spin = self._spin(name, setting.label, 0, int(setting.maximum), int(value), "")
+                else:
+                    spin = self._double(name, setting.label, value, maximum=setting.maximum)
+                spin.setToolTip(rule.description)
+                form.addRow(setting.label, spin)
+                self.rule_settings[setting.key] = (setting, spin)
+        return box
+
     def _spin(self, name: str, accessible: str, lo: int, hi: int, value: int, suffix: str) -> QtWidgets.QSpinBox:
         spin = _name(QtWidgets.QSpinBox(), name, accessible)
         spin.setRange(lo, hi)
@@ -314,9 +343,15 @@ class SettingsDialog(QtWidgets.QDialog):
             changes["advisory_threshold"] = round(self.advisory.value(), 4)
         if self.advisory.value() > self.supersede.value():
             raise ValueError("The similar-to threshold must not be above the supersede threshold.")
-        decay: dict[str, Any] = {}
-        if round(self.forget_threshold.value(), 4) != round(s.decay.forget_threshold, 4):
-            decay["forget_threshold"] = round(self.forget_threshold.value(), 4)
+        for setting, spin in self.rule_settings.values():
+            value = round(float(spin.value()), 4)
+            if value != round(setting.value(s), 4):
+                for key, change in setting.change(value).items():
+                    if isinstance(change, dict):
+                        changes.setdefault(key, {}).update(change)
+                    else:
+                        changes[key] = change
+        decay: dict[str, Any] = changes.pop("decay", {})
         if round(self.reinforcement.value(), 4) != round(s.decay.reinforcement, 4):
             decay["reinforcement"] = round(self.reinforcement.value(), 4)
         rates: dict[str, float] = {}
@@ -387,20 +422,30 @@ class SweepPreviewDialog(QtWidgets.QDialog):
         self.setWindowTitle(title)
         self.report = report
         decisions = list(report.decisions)
+        labels = {rule.name: rule.label for rule in rules.RULES}
         if decisions:
-            counts = ", ".join(f"{n} by {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
+            counts = ", ".join(f"{n} by {labels.get(name, name).lower()}" for name, n in report.counts.items() if n)
             text = f"A sweep at {fmt.when(report.now)} would act on {fmt.plural(len(decisions), 'memory', 'memories')} ({counts}). Nothing has been changed."
         else:
             text = f"A sweep at {fmt.when(report.now)} would change nothing."
         head = QtWidgets.QLabel(text)
         head.setObjectName("sweepPreviewSummary")
         head.setWordWrap(True)
+        # Every registered rule with what it would do, so a rule that takes nothing is seen to have been applied.
+        legend = "".join(
+            f"<li><b>{html.escape(rule.label)}</b> ({report.counts.get(rule.name, 0)}): {html.escape(rule.description)}</li>" for rule in rules.RULES
+        )
+        self.rules = QtWidgets.QLabel(f"<ul style='margin:0'>{legend}</ul>")
+        self.rules.setObjectName("sweepPreviewRules")
+        self.rules.setAccessibleName("Sweep rules")
+        self.rules.setWordWrap(True)
         self.table = DecisionTable(decisions)
         self.table.memory_activated.connect(self.memory_activated)
         buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addWidget(head)
+        layout.addWidget(self.rules)
         layout.addWidget(self.table, 1)
         layout.addWidget(buttons)
         self.resize(820, 460)

@@ -16,7 +16,8 @@ from memlens import InvalidInput, MemoryStore
 from memlens import sweep as sweep_engine
 from memlens.cli import main
 from memlens.decay import composite_score
-from memlens.sweep import ARCHIVE_MIN_CHARS, RULES
+from memlens.rules import BUILT_IN_NAMES as RULES
+from memlens.sweep import ARCHIVE_MIN_CHARS
 
 WORDS = ["apple", "bridge", "candle", "dragon", "engine", "forest", "guitar", "harbor", "island", "jungle", "kettle", "lantern"]
 DAY = timedelta(days=1)
