@@ -193,8 +193,10 @@ def _run(
             progress(done, total, stage)
 
     work = due_sessions(store, now)
-    state = _load_state(store.conn)
-    projects = sorted({w.project for w in work} | _unmined_projects(store.conn, state), key=lambda p: (p is not None, p or ""))
+    with store.ctx.read() as conn:
+        state = _load_state(conn)
+        unmined = _unmined_projects(conn, state)
+    projects = sorted({w.project for w in work} | unmined, key=lambda p: (p is not None, p or ""))
     total = len(work) + len(projects) + 1
     done = 0
     step(done, total, "episodes")
@@ -234,14 +236,15 @@ def due_sessions(store: MemoryStore, now: datetime) -> list[_SessionWork]:
     than the last one summarised; oldest activity first."""
     ts = now.timestamp()
     idle = (now - timedelta(minutes=IDLE_MINUTES)).timestamp()
-    rows = store.conn.execute(
-        "SELECT s.id, s.project, s.metadata FROM sessions s "
-        "WHERE ((s.ended_at IS NOT NULL AND s.ended_at <= ?) OR s.last_event_at <= ?) "
-        "AND EXISTS (SELECT 1 FROM memories m WHERE m.session_id = s.id AND m.layer = 'working' AND m.created_at <= ? "
-        "AND m.id > COALESCE(json_extract(s.metadata, '$.summarized_through'), 0)) "
-        "ORDER BY s.last_event_at, s.id",
-        (ts, idle, ts),
-    ).fetchall()
+    with store.ctx.read() as conn:
+        rows = conn.execute(
+            "SELECT s.id, s.project, s.metadata FROM sessions s "
+            "WHERE ((s.ended_at IS NOT NULL AND s.ended_at <= ?) OR s.last_event_at <= ?) "
+            "AND EXISTS (SELECT 1 FROM memories m WHERE m.session_id = s.id AND m.layer = 'working' AND m.created_at <= ? "
+            "AND m.id > COALESCE(json_extract(s.metadata, '$.summarized_through'), 0)) "
+            "ORDER BY s.last_event_at, s.id",
+            (ts, idle, ts),
+        ).fetchall()
     out = []
     for session_id, project, metadata_text in rows:
         metadata = json.loads(metadata_text or "{}")
@@ -283,11 +286,12 @@ def _unmined_projects(conn: Connection, state: dict[str, int]) -> set[str | None
 
 def _latest_episodes(store: MemoryStore, project: str | None, new: list[Memory]) -> list[Memory]:
     """The project's latest :data:`LATEST_EPISODES` episodes (stored ones and those about to be written), oldest first."""
-    rows = store.conn.execute(
-        "SELECT id FROM memories WHERE layer = 'episodic' AND type = 'summary' AND is_latest = 1 AND project IS ? "
-        "ORDER BY created_at DESC, id DESC LIMIT ?",
-        (project, LATEST_EPISODES),
-    ).fetchall()
+    with store.ctx.read() as conn:
+        rows = conn.execute(
+            "SELECT id FROM memories WHERE layer = 'episodic' AND type = 'summary' AND is_latest = 1 AND project IS ? "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (project, LATEST_EPISODES),
+        ).fetchall()
     stored = store.get_many([r[0] for r in rows])
     episodes = sorted([*stored, *new], key=lambda m: (m.created_at, m.id), reverse=True)[:LATEST_EPISODES]
     return sorted(episodes, key=lambda m: (m.created_at, m.id))
@@ -389,7 +393,7 @@ def _write(
 ) -> None:
     ts = now.timestamp()
     provisional = {w.provisional_id for w in work}
-    with store._write() as conn:
+    with store.ctx.write() as conn:
         real: dict[int, int] = {}
         for w in work:
             assert w.draft is not None
@@ -398,7 +402,7 @@ def _write(
                 continue  # every observation was forgotten meanwhile: nothing left to summarise
             title, _ = redact(w.draft.title)
             content, _ = redact(w.draft.content)
-            episode_id = store._insert_memory(
+            episode_id = store.memories.insert_memory(
                 conn,
                 content=content,
                 title=title[:300],
@@ -421,7 +425,7 @@ def _write(
             # last activity to the time of consolidation.
             conn.execute("UPDATE memories SET session_id = ? WHERE id = ?", (w.session_id, episode_id))
             for source in sources:
-                store._relate(conn, episode_id, source, "derives", ts)
+                store.memories.link(conn, episode_id, source, "derives", ts)
             meta = dict(w.metadata)
             meta["episode_ids"] = [*[i for i in meta.get("episode_ids", []) if isinstance(i, int)], episode_id]
             meta["summarized_through"] = max(m.id for m in w.observations)
@@ -459,7 +463,7 @@ def _write(
             "unchanged": report.unchanged,
         }
         targets = [*report.episodes, *report.created, *report.reinforced, *report.superseded]
-        store._audit(conn, "consolidate", targets if len(targets) <= 1000 else [], counts, now)
+        store.ctx.audit(conn, "consolidate", targets if len(targets) <= 1000 else [], counts, now)
 
 
 def _existing(conn: Connection, ids: list[int]) -> list[int]:
@@ -487,10 +491,10 @@ def _write_knowledge(store: MemoryStore, conn: Connection, item: _Knowledge, sou
         if match.similarity >= settings.duplicate_threshold:
             _reinforce(store, conn, match.memory_id, now)
             for source in sources:
-                store._relate(conn, match.memory_id, source, "derives", ts)
+                store.memories.link(conn, match.memory_id, source, "derives", ts)
             report.reinforced.append(match.memory_id)
             return
-    memory_id = store._insert_memory(
+    memory_id = store.memories.insert_memory(
         conn,
         content=content,
         title=title[:300],
@@ -510,7 +514,7 @@ def _write_knowledge(store: MemoryStore, conn: Connection, item: _Knowledge, sou
         audit=False,
     )
     for source in sources:
-        store._relate(conn, memory_id, source, "derives", ts)
+        store.memories.link(conn, memory_id, source, "derives", ts)
     report.created.append(memory_id)
     parent = conn.execute("SELECT parent_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
     if parent is not None:

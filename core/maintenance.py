@@ -27,6 +27,8 @@ from typing import Any
 
 from memlens import db, schema, supersede
 from memlens.errors import CorruptDatabaseError, DiskFullError, InvalidInput, NotAMemlensDatabase, ReadOnlyStoreError, StoreEnvironmentError
+from memlens.storage.audit import verify_chain
+from memlens.storage.context import append_audit
 from memlens.text import similarity_tokens
 
 #: At most this many example problems are listed per check (the counts are always complete).
@@ -303,7 +305,7 @@ def _run_checks(conn: db.Connection, path: Path) -> list[Check]:
         ("orphans", lambda: _check_orphans(conn, tables), {"memories"}),
         ("sessions", lambda: _check_sessions(conn), {"memories", "sessions"}),
         ("chains", lambda: _check_chains(conn), {"memories"}),
-        ("audit", lambda: _check_audit(conn, path), {"audit", "audit_targets", "meta"}),
+        ("audit", lambda: _check_audit(conn), {"audit", "audit_targets", "meta"}),
         ("review", lambda: _check_review(conn), {"memories"}),
     ]
     for name, fn, needs in steps:
@@ -594,11 +596,9 @@ def _check_chains(conn: db.Connection) -> Check:
     return Check("chains", True, f"each of the {chains} version chains has exactly one latest version")
 
 
-def _check_audit(conn: db.Connection, path: Path) -> Check:
-    from memlens.store import MemoryStore
-
-    # A read-only view of the same connection: the store's own chain walk, not a second implementation of it.
-    check = MemoryStore(conn, path, readonly=True).verify_audit()
+def _check_audit(conn: db.Connection) -> Check:
+    # The store's own chain walk (memlens.storage.audit), not a second implementation of it.
+    check = verify_chain(conn)
     if check.ok:
         head = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
         anchor = f"; head hash {head[0][:16]}…" if head else ""
@@ -639,8 +639,6 @@ def _statements_for(table: str) -> list[str]:
 
 def _repair(conn: db.Connection, path: Path, checks: list[Check], now: datetime) -> list[str]:
     """Fix everything repairable in one transaction (all of it or none of it) and audit it."""
-    from memlens.store import MemoryStore
-
     failed = {c.name for c in checks if not c.ok}
     repairs: list[str] = []
     fts_secure = _fts_secure_delete(conn)
@@ -700,11 +698,10 @@ def _repair(conn: db.Connection, path: Path, checks: list[Check], now: datetime)
                     continue
                 except OSError as exc:
                     raise ReadOnlyStoreError(f"{p} cannot be changed ({exc.strerror}); nothing was repaired") from None
-        store = MemoryStore(conn, path, actor="doctor")
         details: dict[str, Any] = {"repairs": repairs}
         if audit_recreated:
             details["audit_log_missing"] = True
-        store.audit_event("repair", [], details, now=now)
+        append_audit(conn, "repair", [], details, now, actor="doctor")
     return repairs
 
 

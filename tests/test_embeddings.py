@@ -294,7 +294,7 @@ def test_a_vector_whose_text_changed_in_place_is_dropped(store, t0, client):
     changed = store.remember("the build uses ninja", now=t0).id
     kept = store.remember("the kitten sleeps on the sofa", now=t0).id
     store.embed_pending(client, now=t0)
-    with store._write() as conn:
+    with store.ctx.write() as conn:
         conn.execute("UPDATE memories SET content = 'the build uses make' WHERE id = ?", (changed,))
     assert [r[0] for r in vector_rows(store)] == [kept]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from memlens.decay import cold_start_importance
 from memlens.errors import InvalidInput
-from memlens.io import ImportBatch, MemoryRecord, RelationRecord, SessionRecord
+from memlens.io.records import ImportBatch, MemoryRecord, RelationRecord, SessionRecord
 
 FORMAT = "agentmemory"
 #: Sections that are imported; everything else at the top level except these and the envelope is reported as ignored.

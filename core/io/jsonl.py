@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memlens.errors import InvalidInput
-from memlens.io import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
+from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
 from memlens.models import RELATION_KINDS, Layer, Origin
 
 if TYPE_CHECKING:

@@ -47,6 +47,40 @@ def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def content_hash(text: str) -> str:
+    """SHA-256 of a memory's text: what the audit log keeps of a forgotten memory instead of the text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def append_audit(
+    conn: db.Connection,
+    operation: str,
+    target_ids: Iterable[int],
+    details: Mapping[str, Any],
+    now: datetime,
+    actor: str,
+) -> int:
+    """Append one audit entry inside the caller's write transaction, chained to the previous one by hash.
+
+    Never pass memory text here: the log outlives what it describes (a forgotten memory leaves only its hash).
+    """
+    targets = sorted(set(target_ids))
+    prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    prev_hash = prev[0] if prev else GENESIS_HASH
+    at = ts_from_dt(now)
+    details_text = to_json(details)
+    targets_text = to_json(targets)
+    digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
+    cur = conn.execute(
+        "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (at, operation, actor, targets_text, details_text, prev_hash, digest),
+    )
+    audit_id = int(cur.lastrowid)
+    if len(targets) <= MAX_INDEXED_TARGETS:
+        conn.executemany("INSERT INTO audit_targets(memory_id, audit_id) VALUES (?, ?)", [(t, audit_id) for t in targets])
+    return audit_id
+
+
 def audit_hash(prev_hash: str, at: float, operation: str, actor: str, targets: str, details: str) -> str:
     """One link of the audit hash chain."""
     payload = "\x1f".join([prev_hash, repr(float(at)), operation, actor, targets, details])
@@ -135,23 +169,6 @@ class StoreContext:
         now: datetime,
         actor: str | None = None,
     ) -> int:
-        """Append one audit entry inside the caller's write transaction, chained to the previous one by hash.
-
-        Never pass memory text here: the log outlives what it describes (a forgotten memory leaves only its hash).
-        """
-        targets = sorted(set(target_ids))
-        prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
-        prev_hash = prev[0] if prev else GENESIS_HASH
-        at = ts_from_dt(now)
-        actor = actor or self.actor
-        details_text = to_json(details)
-        targets_text = to_json(targets)
-        digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
-        cur = conn.execute(
-            "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (at, operation, actor, targets_text, details_text, prev_hash, digest),
-        )
-        audit_id = int(cur.lastrowid)
-        if len(targets) <= MAX_INDEXED_TARGETS:
-            conn.executemany("INSERT INTO audit_targets(memory_id, audit_id) VALUES (?, ?)", [(t, audit_id) for t in targets])
-        return audit_id
+        """Append one audit entry inside the caller's write transaction (see :func:`append_audit`); the actor
+        defaults to the store's."""
+        return append_audit(conn, operation, target_ids, details, now, actor or self.actor)

@@ -1,0 +1,173 @@
+"""Forgetting: erasing memories so their text is gone from the table, the full-text index and the WAL.
+
+What survives a forget is a tombstone (the text's SHA-256 and source reference, so an import never brings the
+memory back) and an audit entry with the id, the hash and the reason, never the text. A chain whose latest version
+is erased gets its newest remaining version back as latest; summaries derived from an erased memory are flagged
+for review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from memlens import db, supersede
+from memlens.errors import InvalidInput
+from memlens.models import ts_from_dt
+from memlens.storage.context import StoreContext, content_hash
+from memlens.storage.memories import MemoryRepository
+from memlens.storage.results import ForgetResult
+from memlens.storage.sessions import SessionRepository
+from memlens.storage.validation import check_id, check_optional_name
+from memlens.text import match_expression, query_terms, similarity_tokens
+
+
+class ForgettingRepository:
+    """Erasing memories (one, several, a session's, those matching a filter) and the tombstones they leave."""
+
+    def __init__(self, ctx: StoreContext, memories: MemoryRepository, sessions: SessionRepository) -> None:
+        self.ctx = ctx
+        self.memories = memories
+        self.sessions = sessions
+
+    def forget(
+        self, memory_id: int, *, reason: str | None = None, whole_chain: bool = False, now: datetime, actor: str | None = None
+    ) -> ForgetResult:
+        """Erase a memory (or its whole version chain): the text is gone from the file, the index and the WAL.
+
+        If the latest version is forgotten alone, the newest remaining version becomes latest again. The audit
+        log keeps the id, a hash of the text and the reason, never the text.
+        """
+        m = self.memories.get(memory_id)
+        ids = [v.id for v in self.memories.history(memory_id)] if whole_chain else [m.id]
+        return self.forget_ids(ids, reason=check_optional_name(reason, "reason"), now=now, operation="forget", actor=actor, extra={"whole_chain": whole_chain})
+
+    def forget_many(self, memory_ids: Iterable[int], *, reason: str | None = None, whole_chain: bool = False, now: datetime) -> ForgetResult:
+        """Forget several memories in one transaction (the GUI's multi-select)."""
+        ids: list[int] = []
+        for memory_id in dict.fromkeys(check_id(i) for i in memory_ids):
+            if whole_chain:
+                ids.extend(v.id for v in self.memories.history(memory_id))
+            elif self.memories.exists(memory_id):
+                ids.append(memory_id)
+        return self.forget_ids(list(dict.fromkeys(ids)), reason=check_optional_name(reason, "reason"), now=now, operation="forget", extra={"whole_chain": whole_chain})
+
+    def forget_session(self, session_id: str, *, reason: str | None = None, now: datetime) -> ForgetResult:
+        """Erase every memory recorded in a session, and the session itself."""
+        session_id = self.sessions.get(session_id).id
+        with self.ctx.read() as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM memories WHERE session_id = ?", (session_id,)).fetchall()]
+        return self.forget_ids(
+            ids, reason=check_optional_name(reason, "reason"), now=now, operation="forget_session", extra={"session_id": session_id}, drop_session=session_id
+        )
+
+    def forget_filtered(self, query: str | None, where: list[str], params: list[Any], *, reason: str | None, now: datetime) -> ForgetResult:
+        """Erase every memory (all versions) passing the filter ``where``/``params`` over ``memories m`` (made by the
+        search filters) and, when ``query`` is given, matching it in the full-text index (all of its terms)."""
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput(f"query must be text, not {type(query).__name__}")
+        where, params = list(where), list(params)
+        if query:
+            terms = query_terms(query)
+            if not terms:
+                return ForgetResult((), (), reason)
+            where.append("m.id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)")
+            params.append(match_expression(terms, "AND"))
+        sql = "SELECT m.id FROM memories m WHERE " + " AND ".join(where)
+        with self.ctx.read() as conn:
+            ids = [r[0] for r in conn.execute(sql, params).fetchall()]
+        return self.forget_ids(ids, reason=check_optional_name(reason, "reason"), now=now, operation="forget", extra={"filter": True})
+
+    def was_forgotten(self, content: str, source_ref: str | None) -> bool:
+        """Whether a memory with this text (or this source id) was erased from this store by a forget."""
+        with self.ctx.read() as conn:
+            row = conn.execute("SELECT 1 FROM forgotten WHERE content_hash = ? LIMIT 1", (content_hash(content),)).fetchone()
+            if row is None and source_ref is not None:
+                row = conn.execute("SELECT 1 FROM forgotten WHERE source_ref = ? LIMIT 1", (source_ref,)).fetchone()
+        return row is not None
+
+    def forget_ids(
+        self,
+        ids: list[int],
+        *,
+        reason: str | None,
+        now: datetime,
+        operation: str,
+        actor: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        drop_session: str | None = None,
+        flag_derived: bool = True,
+        purge: bool = True,
+    ) -> ForgetResult:
+        """Erase ``ids`` in one transaction with one audit entry.
+
+        ``flag_derived`` marks summaries derived from an erased memory for review (an explicit forget may have been
+        about text they quote; a sweep forgetting faded observations is what consolidation exists for, so it passes
+        False). ``purge=False`` leaves the index purge to the caller, who batches many forgets (the sweep).
+        """
+        erased: list[int] = []
+        restored: list[int] = []
+        with self.ctx.write() as conn:
+            hashes: dict[str, str] = {}
+            chains: set[int] = set()
+            derived: set[tuple[int, int]] = set()  # (summary, source) pairs whose source is erased here
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for mid, content, is_latest, chain_id, mhash, source_ref in conn.execute(
+                    f"SELECT id, content, is_latest, chain_id, content_hash, source_ref FROM memories WHERE id IN ({marks})", chunk
+                ).fetchall():
+                    conn.execute(
+                        "INSERT INTO forgotten(content_hash, source_ref, forgotten_at) VALUES (?, ?, ?)", (mhash, source_ref, ts_from_dt(now))
+                    )
+                    if is_latest:
+                        supersede.unindex_latest(conn, mid, similarity_tokens(content))
+                    chains.add(chain_id)
+                    hashes[str(mid)] = mhash
+                    erased.append(mid)
+                derived.update(self.memories.derived_from(conn, chunk))
+                conn.execute(f"DELETE FROM memories WHERE id IN ({marks})", chunk)
+            # A chain whose latest version went gets its newest remaining version back as latest.
+            for chain_id in chains:
+                if conn.execute("SELECT 1 FROM memories WHERE chain_id = ? AND is_latest = 1", (chain_id,)).fetchone():
+                    continue
+                row = conn.execute("SELECT id, content FROM memories WHERE chain_id = ? ORDER BY version DESC, id DESC LIMIT 1", (chain_id,)).fetchone()
+                if row:
+                    conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (row[0],))
+                    supersede.index_latest(conn, row[0], similarity_tokens(row[1]))
+                    restored.append(row[0])
+            if drop_session is not None:
+                conn.execute("DELETE FROM sessions WHERE id = ?", (drop_session,))
+            if erased or drop_session:
+                details: dict[str, Any] = {"reason": reason, "content_sha256": hashes, "count": len(erased)}
+                if restored:
+                    details["restored_latest"] = restored
+                details.update(extra or {})
+                self.ctx.audit(conn, operation, erased if len(erased) <= 1000 else [], details, now, actor)
+            if flag_derived:
+                self.memories.flag_for_review(conn, derived, erased, now)
+        if erased and purge:
+            self.purge_deleted_terms()
+        return ForgetResult(tuple(erased), tuple(restored), reason)
+
+    def purge_deleted_terms(self) -> None:
+        """Make deleted text unrecoverable from the file: FTS5 keeps deleted terms in old index segments until
+        they are merged, so without FTS5 secure-delete (SQLite < 3.42) the indexes are rewritten; then the WAL,
+        which still holds old page images, is checkpointed and truncated."""
+        conn = self.ctx.conn
+        if not self.ctx.fts_secure:
+            with self.ctx.write() as c:
+                for table in ("memory_fts", "similarity_index"):
+                    c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        with self.ctx.lock:
+            timeout = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+            try:
+                # Without waiting: a TRUNCATE checkpoint that waits also stalls every other writer meanwhile (seconds
+                # under a busy agent). If another connection is active, the WAL is truncated at the last close.
+                conn.execute("PRAGMA busy_timeout = 0")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except db.sqlite.Error:
+                pass  # a reader holds the WAL; the text is already gone from the index and table pages
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")

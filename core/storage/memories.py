@@ -1,0 +1,692 @@
+"""Memories: writing them (remember, observe, bulk), reading them, their version chains and relations, their use
+(recall) and edits, and the review flag a summary gets when a memory it was derived from is forgotten.
+
+Writing decides supersession exactly (see :mod:`memlens.supersede`): in the knowledge layers a new text that is
+close enough to a latest memory becomes the next version of that memory's chain. Every write runs in one
+transaction of the context and leaves one audit entry per logical change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from memlens import db, decay, supersede
+from memlens.errors import InvalidInput, NotFound
+from memlens.models import RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
+from memlens.redact import redact, redact_value
+from memlens.storage.context import StoreContext, content_hash, to_json
+from memlens.storage.results import Relation, SupersedePreview
+from memlens.storage.rows import MEMORY_COLUMNS, RELATION_COLUMNS, memories_from_cursor, memory_from_row, relation_from_row
+from memlens.storage.sessions import ERROR_HINT, ensure_session, input_gist, one_line, render
+from memlens.storage.validation import (
+    check_count,
+    check_id,
+    check_importance,
+    check_key,
+    check_layer,
+    check_metadata,
+    check_optional_name,
+    check_origin,
+    check_tags,
+    check_text,
+    check_ttl,
+    check_type,
+    redacted_metadata,
+)
+from memlens.text import default_title, similarity_tokens
+
+
+class MemoryRepository:
+    """The ``memories``, ``relations``, ``memory_tags`` and ``access_log`` tables, and the supersede index."""
+
+    def __init__(self, ctx: StoreContext) -> None:
+        self.ctx = ctx
+
+    # writing ----------------------------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        content: str,
+        *,
+        type: str = "fact",
+        title: str | None = None,
+        layer: str | Layer | None = None,
+        project: str | None = None,
+        tags: Iterable[str] | None = None,
+        importance: float | None = None,
+        ttl_days: float | None = None,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        source_ref: str | None = None,
+        origin: str | Origin = Origin.AGENT,
+        pinned: bool = False,
+        supersede: bool = True,
+        now: datetime,
+    ) -> Memory:
+        """Store a memory and return it.
+
+        Secrets are redacted first. In the knowledge layers (semantic, procedural) the new memory supersedes the
+        most similar latest memory above the threshold (same project or no project): it becomes that chain's next
+        version and the old one stops being latest. A best match above the advisory threshold is linked as
+        ``related`` instead. ``importance`` defaults to the cold-start estimate from the text.
+        """
+        type_ = check_type(type)
+        text = check_text(content, "content")
+        text, found = redact(text)
+        layer_name = check_layer(layer, type_)
+        title_text = check_text(title, "title") if title is not None else default_title(text)
+        title_text = redact(title_text)[0][:300]
+        project = check_optional_name(project, "project")
+        session_id = check_optional_name(session_id, "session_id")
+        source_ref = check_optional_name(source_ref, "source_ref")
+        tag_list = check_tags(tags)
+        meta = redacted_metadata(metadata, found)
+        imp = check_importance(importance)
+        if imp is None:
+            imp = decay.cold_start_importance(text)
+        ttl = check_ttl(ttl_days)
+        origin_name = check_origin(origin)
+        with self.ctx.write() as conn:
+            memory_id = self.insert_memory(
+                conn,
+                content=text,
+                title=title_text,
+                type_=type_,
+                layer=layer_name,
+                project=project,
+                session_id=session_id,
+                tags=tag_list,
+                importance=imp,
+                ttl_days=ttl,
+                metadata=meta,
+                source_ref=source_ref,
+                origin=origin_name,
+                pinned=bool(pinned),
+                detect=supersede,
+                now=now,
+            )
+            return self.get_in(conn, memory_id)
+
+
+    def insert_memory(
+        self,
+        conn: db.Connection,
+        *,
+        content: str,
+        title: str,
+        type_: str,
+        layer: str,
+        project: str | None,
+        session_id: str | None,
+        tags: tuple[str, ...],
+        importance: float,
+        ttl_days: float | None,
+        metadata: dict[str, Any],
+        source_ref: str | None,
+        origin: str,
+        pinned: bool,
+        detect: bool,
+        now: datetime,
+        audit: bool = True,
+    ) -> int:
+        """Insert one checked memory inside the caller's write transaction and return its id.
+
+        With ``detect`` the supersede decision of :meth:`remember` is made (new version, related, or new chain).
+        ``audit=False`` leaves the audit entry to the caller (consolidation and the sweep write one of their own).
+        """
+        ts = ts_from_dt(now)
+        tokens = similarity_tokens(content)
+        match = None
+        if detect:
+            match = supersede.find_best(
+                conn,
+                tokens,
+                layer=layer,
+                project=project,
+                probe_threshold=self.ctx.settings.advisory_threshold,
+                now=ts,
+            )
+        superseding = match is not None and match.similarity > self.ctx.settings.supersede_threshold
+        if session_id is not None:
+            ensure_session(conn, session_id, project, ts)
+        version, parent_id, chain_id, supersedes, similarity = 1, None, None, [], None
+        if superseding:
+            assert match is not None
+            old = conn.execute("SELECT version, chain_id, content FROM memories WHERE id = ?", (match.memory_id,)).fetchone()
+            version, parent_id, chain_id = old[0] + 1, match.memory_id, old[1]
+            supersedes, similarity = [match.memory_id], match.similarity
+            conn.execute("UPDATE memories SET is_latest = 0, updated_at = ? WHERE id = ?", (ts, match.memory_id))
+            supersede.unindex_latest(conn, match.memory_id, similarity_tokens(old[2]))
+        forget_after = ts + ttl_days * 86400.0 if ttl_days is not None else None
+        fade_at = decay.sweep_fade_at(layer, type_, importance, ts, 0, pinned, self.ctx.settings.decay)
+        cur = conn.execute(
+            "INSERT INTO memories (layer, type, title, content, project, session_id, tags, importance, origin, "
+            "source_ref, created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, "
+            "supersedes, supersede_similarity, is_latest, forget_after, pinned, metadata, token_count, fade_at, "
+            "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+            (
+                layer,
+                type_,
+                title,
+                content,
+                project,
+                session_id,
+                to_json(list(tags)),
+                importance,
+                origin,
+                source_ref,
+                ts,
+                ts,
+                ts,
+                version,
+                parent_id,
+                chain_id if chain_id is not None else 0,
+                to_json(supersedes),
+                similarity,
+                forget_after,
+                int(pinned),
+                to_json(metadata),
+                len(tokens),
+                fade_at,
+                content_hash(content),
+            ),
+        )
+        memory_id = int(cur.lastrowid)
+        if chain_id is None:
+            conn.execute("UPDATE memories SET chain_id = ? WHERE id = ?", (memory_id, memory_id))
+        if tags:
+            conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", [(t, memory_id) for t in tags])
+        supersede.index_latest(conn, memory_id, tokens)
+        if superseding:
+            assert match is not None
+            self.link(conn, memory_id, match.memory_id, "supersedes", ts, match.similarity)
+        elif match is not None:
+            self.link(conn, memory_id, match.memory_id, "related", ts, match.similarity)
+        if audit:
+            details: dict[str, Any] = {"layer": layer, "type": type_, "origin": origin, "version": version}
+            if superseding:
+                assert match is not None
+                details.update(superseded=match.memory_id, similarity=round(match.similarity, 4))
+            elif match is not None:
+                details.update(similar_to=match.memory_id, similarity=round(match.similarity, 4))
+            if metadata.get("redactions"):
+                details["redactions"] = metadata["redactions"]
+            op = "supersede" if superseding else "remember"
+            self.ctx.audit(conn, op, [memory_id] + ([match.memory_id] if match else []), details, now)
+        return memory_id
+
+
+    def remember_many(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        batch_size: int = 5000,
+        supersede: bool = False,
+        now: datetime,
+        progress: Any = None,
+    ) -> int:
+        """Store many memories quickly, one transaction per batch; returns how many were stored.
+
+        Each record takes the keyword arguments of :meth:`remember` (``content`` required) plus optional
+        ``created_at`` (aware datetime) for back-dated imports. Records are stored as given (no supersede
+        detection) unless ``supersede=True``. One audit entry per batch. ``progress(done)`` is called per batch.
+        A bad record stops the call with InvalidInput naming its position; earlier batches stay committed.
+        """
+        done = 0
+        batch: list[dict[str, Any]] = []
+        if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
+            raise InvalidInput(f"records must be an iterable of mappings, not {type(records).__name__}")
+        for position, record in enumerate(records):
+            batch.append(self._prepare_record(record, position, now))
+            if len(batch) >= batch_size:
+                done += self._store_batch(batch, supersede, now)
+                batch = []
+                if progress:
+                    progress(done)
+        if batch:
+            done += self._store_batch(batch, supersede, now)
+            if progress:
+                progress(done)
+        return done
+
+    def _prepare_record(self, record: Mapping[str, Any], position: int, now: datetime) -> dict[str, Any]:
+        try:
+            if not isinstance(record, Mapping):
+                raise InvalidInput("a record must be a mapping")
+            type_ = check_type(record.get("type", "fact"))
+            text, found = redact(check_text(record.get("content"), "content"))
+            title = record.get("title")
+            meta = redacted_metadata(record.get("metadata"), found)
+            imp = check_importance(record.get("importance"))
+            created = record.get("created_at") or now
+            if not isinstance(created, datetime) or created.tzinfo is None:
+                raise InvalidInput("created_at must be an aware datetime")
+            return {
+                "content": text,
+                "title": redact(check_text(title, "title"))[0][:300] if title is not None else default_title(text),
+                "type_": type_,
+                "layer": check_layer(record.get("layer"), type_),
+                "project": check_optional_name(record.get("project"), "project"),
+                "session_id": check_optional_name(record.get("session_id"), "session_id"),
+                "tags": check_tags(record.get("tags")),
+                "importance": imp if imp is not None else decay.cold_start_importance(text),
+                "ttl_days": check_ttl(record.get("ttl_days")),
+                "metadata": meta,
+                "source_ref": check_optional_name(record.get("source_ref"), "source_ref"),
+                "origin": check_origin(record.get("origin", Origin.IMPORT)),
+                "pinned": bool(record.get("pinned", False)),
+                "now": created,
+            }
+        except InvalidInput as exc:
+            raise InvalidInput(f"record {position}: {exc}") from None
+
+    def _store_batch(self, batch: list[dict[str, Any]], detect: bool, now: datetime) -> int:
+        with self.ctx.write() as conn:
+            if detect:
+                ids = [self.insert_memory(conn, detect=True, audit=False, **rec) for rec in batch]
+            else:
+                ids = self._bulk_insert(conn, batch)
+            self.ctx.audit(conn, "remember_many", ids if len(ids) <= 1000 else [], {"count": len(ids), "first_id": ids[0], "last_id": ids[-1]}, now)
+        return len(batch)
+
+    def _bulk_insert(self, conn: db.Connection, batch: list[dict[str, Any]]) -> list[int]:
+        cfg = self.ctx.settings.decay
+        for rec in batch:
+            if rec["session_id"] is not None:
+                ensure_session(conn, rec["session_id"], rec["project"], ts_from_dt(rec["now"]))
+        start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM memories").fetchone()[0]
+        seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+        first_id = max(start, seq[0] if seq else 0) + 1
+        rows = []
+        tag_rows: list[tuple[str, int]] = []
+        index_rows = []
+        for offset, rec in enumerate(batch):
+            memory_id = first_id + offset
+            ts = ts_from_dt(rec["now"])
+            tokens = similarity_tokens(rec["content"])
+            ttl = rec["ttl_days"]
+            rows.append(
+                (
+                    memory_id,
+                    rec["layer"],
+                    rec["type_"],
+                    rec["title"],
+                    rec["content"],
+                    rec["project"],
+                    rec["session_id"],
+                    to_json(list(rec["tags"])),
+                    rec["importance"],
+                    rec["origin"],
+                    rec["source_ref"],
+                    ts,
+                    ts,
+                    ts,
+                    memory_id,
+                    ts + ttl * 86400.0 if ttl is not None else None,
+                    int(rec["pinned"]),
+                    to_json(rec["metadata"]),
+                    len(tokens),
+                    decay.sweep_fade_at(rec["layer"], rec["type_"], rec["importance"], ts, 0, rec["pinned"], cfg),
+                    content_hash(rec["content"]),
+                )
+            )
+            tag_rows.extend((t, memory_id) for t in rec["tags"])
+            index_rows.append((memory_id, tokens))
+        conn.executemany(
+            "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, "
+            "source_ref, created_at, updated_at, last_accessed_at, chain_id, forget_after, pinned, metadata, "
+            "token_count, fade_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        if tag_rows:
+            conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
+        supersede.index_latest_many(conn, index_rows)
+        return [r[0] for r in rows]
+
+    # relations --------------------------------------------------------------------------------------------------
+
+    def link(self, conn: db.Connection, src: int, dst: int, kind: str, ts: float, score: float | None = None) -> None:
+        """Write (or replace) one relation inside the caller's transaction; no checks, no audit entry."""
+        conn.execute(
+            "INSERT OR REPLACE INTO relations(src_id, dst_id, kind, created_at, score) VALUES (?, ?, ?, ?, ?)",
+            (src, dst, kind, ts, score),
+        )
+
+    def relate(self, src_id: int, dst_id: int, kind: str, *, score: float | None = None, now: datetime) -> None:
+        """Link two memories (``kind`` one of supersedes, extends, derives, contradicts, related); audited."""
+        if kind not in RELATION_KINDS:
+            raise InvalidInput(f"relation kind must be one of {', '.join(RELATION_KINDS)}, not {kind!r}")
+        src_id, dst_id = check_id(src_id), check_id(dst_id)
+        with self.ctx.write() as conn:
+            self.get_in(conn, src_id)
+            self.get_in(conn, dst_id)
+            self.link(conn, src_id, dst_id, kind, ts_from_dt(now), score)
+            self.ctx.audit(conn, "relate", [src_id, dst_id], {"kind": kind}, now)
+
+    def observe(
+        self,
+        session_id: str,
+        tool_name: str,
+        tool_input: Any = None,
+        tool_output: Any = None,
+        *,
+        project: str | None = None,
+        event: str = "PostToolUse",
+        importance: float | None = None,
+        now: datetime,
+    ) -> Memory:
+        """Store one of an agent's tool calls as a working-layer observation of ``session_id``.
+
+        Inputs and outputs may be any JSON value; they are redacted (API keys, tokens, private keys,
+        ``<private>`` text) and cut to a readable size before anything is written.
+        """
+        session = check_optional_name(session_id, "session_id")
+        if session is None:
+            raise InvalidInput("session_id must not be empty")
+        tool = check_optional_name(tool_name, "tool_name") or "tool"
+        input_text, input_rules = render(tool_input, 4000)
+        output_text, output_rules = render(tool_output, 4000)
+        content = f"{tool}: {one_line(input_gist(tool_input, input_text), 300)}"
+        if output_text:
+            content += f" -> {one_line(output_text, 300)}"
+        # A small structured input is kept as the object it is (consolidation reads its keys); a large one as text.
+        structured_input: Any = input_text
+        if isinstance(tool_input, (dict, list)) and len(input_text) < 4000:
+            structured_input, _ = redact_value(check_metadata({"v": tool_input})["v"])
+        metadata: dict[str, Any] = {"tool_name": tool, "event": event, "tool_input": structured_input, "tool_response": output_text}
+        found = input_rules | output_rules
+        if found:
+            metadata["redactions"] = sorted(found)
+        is_error = bool(ERROR_HINT.search(output_text[:2000]))
+        if is_error:
+            metadata["error"] = True
+        imp = check_importance(importance)
+        if imp is None:
+            imp = 0.5 if is_error else 0.2
+        return self.remember(
+            content,
+            type="observation",
+            layer=Layer.WORKING,
+            project=project,
+            session_id=session,
+            metadata=metadata,
+            importance=imp,
+            origin=Origin.TOOL,
+            supersede=False,
+            now=now,
+        )
+
+
+    # reading ----------------------------------------------------------------------------------------------------
+
+    def get_in(self, conn: db.Connection, memory_id: int) -> Memory:
+        """The memory with this id, read on ``conn`` inside the caller's transaction; NotFound when it is gone."""
+        row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no memory #{memory_id} (it may have been forgotten)")
+        return memory_from_row(row)
+
+    def get(self, memory_id: int) -> Memory:
+        """The memory with this id (any version). Reading is not use: nothing is reinforced."""
+        memory_id = check_id(memory_id)
+        with self.ctx.read() as conn:
+            return self.get_in(conn, memory_id)
+
+    def get_many(self, memory_ids: Iterable[int]) -> list[Memory]:
+        """The memories with these ids that exist, in the order asked."""
+        ids = [check_id(i) for i in memory_ids]
+        found: dict[int, Memory] = {}
+        with self.ctx.read() as conn:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for memory in memories_from_cursor(conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk)):
+                    found[memory.id] = memory
+        return [found[i] for i in ids if i in found]
+
+    def exists(self, memory_id: int) -> bool:
+        """Whether a memory with this id is stored."""
+        memory_id = check_id(memory_id)
+        with self.ctx.read() as conn:
+            return conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+
+    def history(self, memory_id: int) -> list[Memory]:
+        """Every stored version of the memory's chain, oldest first."""
+        with self.ctx.read() as conn:
+            memory = self.get_in(conn, check_id(memory_id))
+            return memories_from_cursor(conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE chain_id = ? ORDER BY version, id", (memory.chain_id,)))
+
+    def latest_of(self, memory_id: int) -> Memory:
+        """The latest version of the chain this memory belongs to."""
+        chain = self.history(memory_id)
+        latest = [m for m in chain if m.is_latest]
+        return latest[-1] if latest else chain[-1]
+
+    def relations(self, memory_id: int) -> list[Relation]:
+        """Links from and to this memory."""
+        memory_id = check_id(memory_id)
+        with self.ctx.read() as conn:
+            rows = conn.execute(
+                f"SELECT {RELATION_COLUMNS} FROM relations WHERE src_id = ? UNION ALL SELECT {RELATION_COLUMNS} FROM relations WHERE dst_id = ?",
+                (memory_id, memory_id),
+            ).fetchall()
+        return [relation_from_row(r) for r in rows]
+
+    def sources_of(self, memory_id: int) -> list[int]:
+        """Ids of the memories this one was derived from (consolidation, archives)."""
+        memory_id = check_id(memory_id)
+        with self.ctx.read() as conn:
+            rows = conn.execute("SELECT dst_id FROM relations WHERE src_id = ? AND kind = 'derives' ORDER BY dst_id", (memory_id,)).fetchall()
+        return [r[0] for r in rows]
+
+    def access_times(self, memory_id: int) -> list[datetime]:
+        """When the memory was recalled, oldest first."""
+        memory_id = check_id(memory_id)
+        with self.ctx.read() as conn:
+            rows = conn.execute("SELECT at FROM access_log WHERE memory_id = ? ORDER BY at", (memory_id,)).fetchall()
+        return [utc_from_ts(r[0]) for r in rows]  # type: ignore[misc]
+
+    def find_by_source(self, source_ref: str) -> Memory | None:
+        """The memory imported with this source reference, if any."""
+        source_ref = check_key(source_ref, "source_ref")
+        with self.ctx.read() as conn:
+            row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE source_ref = ? ORDER BY id LIMIT 1", (source_ref,)).fetchone()
+        return memory_from_row(row) if row else None
+
+    def iter_all(self, *, batch: int = 1000) -> Iterator[Memory]:
+        """Every memory (all versions) in id order, read in batches (for export); the lock is held per batch."""
+        last = 0
+        while True:
+            with self.ctx.read() as conn:
+                memories = memories_from_cursor(conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id > ? ORDER BY id LIMIT ?", (last, batch)))
+            if not memories:
+                return
+            yield from memories
+            last = memories[-1].id
+
+    def preview_supersede(
+        self, content: str, *, project: str | None = None, type: str = "fact", layer: str | None = None, now: datetime
+    ) -> SupersedePreview:
+        """What :meth:`remember` would do with this text, computed the same way, writing nothing."""
+        text = redact(check_text(content, "content"))[0]
+        type_ = check_type(type)
+        layer_name = check_layer(layer, type_)
+        tokens = similarity_tokens(text)
+        s = self.ctx.settings
+        project = check_optional_name(project, "project")
+        with self.ctx.read() as conn:
+            match = supersede.find_best(conn, tokens, layer=layer_name, project=project, probe_threshold=s.advisory_threshold, now=ts_from_dt(now))
+            target = self.get_in(conn, match.memory_id) if match is not None else None
+        if match is None:
+            return SupersedePreview("new", None, 0.0, s.supersede_threshold, s.advisory_threshold, only_new=tuple(sorted(tokens)))
+        action = "supersede" if match.similarity > s.supersede_threshold else "similar"
+        return SupersedePreview(
+            action,
+            target,
+            match.similarity,
+            s.supersede_threshold,
+            s.advisory_threshold,
+            match.shared,
+            match.only_new,
+            match.only_old,
+        )
+
+    # use and edits ----------------------------------------------------------------------------------------------
+
+    def recall(self, memory_ids: Iterable[int], *, now: datetime) -> list[Memory]:
+        """Record that these memories were used: last access = now, access count + 1 (reinforces them)."""
+        ids = list(dict.fromkeys(check_id(i) for i in memory_ids))
+        if not ids:
+            return []
+        ts = ts_from_dt(now)
+        cfg = self.ctx.settings.decay
+        with self.ctx.write() as conn:
+            memories = []
+            for memory_id in ids:
+                m = self.get_in(conn, memory_id)
+                count = m.access_count + 1
+                last = max(ts, m.last_accessed_at.timestamp())
+                fade = decay.sweep_fade_at(m.layer, m.type, m.importance, last, count, m.pinned, cfg)
+                conn.execute(
+                    "UPDATE memories SET last_accessed_at = ?, access_count = ?, fade_at = ? WHERE id = ?",
+                    (last, count, fade, memory_id),
+                )
+                conn.execute("INSERT INTO access_log(memory_id, at) VALUES (?, ?)", (memory_id, ts))
+                memories.append(memory_id)
+            self.ctx.audit(conn, "recall", memories, {"count": len(memories)}, now)
+            return [self.get_in(conn, i) for i in memories]
+
+
+    def update(
+        self,
+        memory_id: int,
+        *,
+        importance: float | None = None,
+        tags: Iterable[str] | None = None,
+        pinned: bool | None = None,
+        ttl_days: float | None = None,
+        clear_ttl: bool = False,
+        now: datetime,
+    ) -> Memory:
+        """Change a memory's importance, tags, pinning or TTL (audited). Text never changes in place:
+        remembering a new text makes a new version."""
+        imp = check_importance(importance)
+        new_tags = check_tags(tags) if tags is not None else None
+        ttl = check_ttl(ttl_days)
+        with self.ctx.write() as conn:
+            m = self.get_in(conn, check_id(memory_id))
+            changes: dict[str, Any] = {}
+            sets: list[str] = []
+            params: list[Any] = []
+            if imp is not None and imp != m.importance:
+                changes["importance"] = [m.importance, imp]
+                sets.append("importance = ?")
+                params.append(imp)
+            if pinned is not None and bool(pinned) != m.pinned:
+                changes["pinned"] = [m.pinned, bool(pinned)]
+                sets.append("pinned = ?")
+                params.append(int(bool(pinned)))
+            if new_tags is not None and tuple(new_tags) != m.tags:
+                # Tag names are not logged (they can be as private as the text); only how many changed.
+                changes["tags"] = {"added": len(set(new_tags) - set(m.tags)), "removed": len(set(m.tags) - set(new_tags))}
+                sets.append("tags = ?")
+                params.append(to_json(list(new_tags)))
+                conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (m.id,))
+                conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", [(t, m.id) for t in new_tags])
+            if ttl is not None or clear_ttl:
+                forget_after = ts_from_dt(now) + ttl * 86400.0 if ttl is not None else None
+                changes["forget_after"] = [m.forget_after.isoformat() if m.forget_after else None, utc_from_ts(forget_after).isoformat() if forget_after else None]  # type: ignore[union-attr]
+                sets.append("forget_after = ?")
+                params.append(forget_after)
+            if not sets:
+                return m
+            sets.append("updated_at = ?")
+            params.append(ts_from_dt(now))
+            conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", (*params, m.id))
+            fresh = self.get_in(conn, m.id)
+            fade = decay.sweep_fade_at(
+                fresh.layer, fresh.type, fresh.importance, fresh.last_accessed_at.timestamp(), fresh.access_count, fresh.pinned, self.ctx.settings.decay
+            )
+            conn.execute("UPDATE memories SET fade_at = ? WHERE id = ?", (fade, m.id))
+            self.ctx.audit(conn, "update", [m.id], changes, now)
+            return self.get_in(conn, m.id)
+
+
+    def derived_from(self, conn: db.Connection, source_ids: Sequence[int]) -> set[tuple[int, int]]:
+        """(derived id, source id) for every 'derives' link into ``source_ids``: summaries that may quote them."""
+        marks = ",".join("?" * len(source_ids))
+        rows = conn.execute(f"SELECT src_id, dst_id FROM relations WHERE kind = 'derives' AND dst_id IN ({marks})", list(source_ids))
+        return {(r[0], r[1]) for r in rows}
+
+    def flag_for_review(self, conn: db.Connection, links: set[tuple[int, int]], erased: Sequence[int], now: datetime) -> None:
+        """Flag memories derived from erased ones: ``metadata["needs_review"]`` names the forgotten sources, and
+        one audit entry (operation ``flag_review``) records it. A summary may quote what was just erased; it is
+        not rewritten behind the user's back, it is marked so a person or a new consolidation reviews it."""
+        gone = set(erased)
+        sources: dict[int, set[int]] = {}
+        for derived_id, source_id in links:
+            if derived_id not in gone:
+                sources.setdefault(derived_id, set()).add(source_id)
+        if not sources:
+            return
+        ids = sorted(sources)
+        marks = ",".join("?" * len(ids))
+        at = now.isoformat()
+        for memory_id, metadata in conn.execute(f"SELECT id, metadata FROM memories WHERE id IN ({marks})", ids).fetchall():
+            meta = json.loads(metadata)
+            previous = meta.get("needs_review") if isinstance(meta.get("needs_review"), dict) else {}
+            known = {int(i) for i in previous.get("forgotten_sources", []) if isinstance(i, int)}
+            meta["needs_review"] = {
+                "reason": "a memory it was derived from was forgotten",
+                "forgotten_sources": sorted(known | sources[memory_id]),
+                "at": at,
+            }
+            conn.execute("UPDATE memories SET metadata = ? WHERE id = ?", (to_json(meta), memory_id))
+        self.ctx.audit(conn, "flag_review", ids, {"forgotten_sources": sorted(set().union(*sources.values())), "count": len(ids)}, now)
+
+    def needing_review(self, *, limit: int = 100) -> list[Memory]:
+        """Memories flagged because a memory they were derived from was forgotten, most recently flagged first."""
+        limit = check_count(limit, "limit")
+        with self.ctx.read() as conn:
+            return memories_from_cursor(
+                conn.execute(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE json_extract(metadata, '$.needs_review') IS NOT NULL "
+                    "ORDER BY json_extract(metadata, '$.needs_review.at') DESC, id DESC LIMIT ?",
+                    (limit,),
+                )
+            )
+
+    def mark_reviewed(self, memory_id: int, *, now: datetime) -> Memory:
+        """Clear a memory's review flag (its text was checked, or it was regenerated); audited. Unflagged
+        memories are returned unchanged."""
+        with self.ctx.write() as conn:
+            m = self.get_in(conn, check_id(memory_id))
+            if "needs_review" not in m.metadata:
+                return m
+            meta = {k: v for k, v in m.metadata.items() if k != "needs_review"}
+            conn.execute("UPDATE memories SET metadata = ? WHERE id = ?", (to_json(meta), m.id))
+            review = m.metadata["needs_review"]
+            self.ctx.audit(conn, "reviewed", [m.id], {"forgotten_sources": review.get("forgotten_sources", []) if isinstance(review, dict) else []}, now)
+            return self.get_in(conn, m.id)
+
+    def recompute_fade(self, conn: db.Connection) -> None:
+        """Recompute when each forgettable memory fades, in id-ordered batches (never the whole table in memory)."""
+        cfg = self.ctx.settings.decay
+        last = 0
+        while True:
+            rows = conn.execute(
+                "SELECT id, layer, type, importance, last_accessed_at, access_count, pinned FROM memories "
+                "WHERE id > ? AND (layer = 'working' OR type = 'chitchat') ORDER BY id LIMIT 5000",
+                (last,),
+            ).fetchall()
+            if not rows:
+                return
+            conn.executemany(
+                "UPDATE memories SET fade_at = ? WHERE id = ?",
+                [(decay.sweep_fade_at(r[1], r[2], r[3], r[4], r[5], bool(r[6]), cfg), r[0]) for r in rows],
+            )
+            last = rows[-1][0]
+

@@ -1,0 +1,166 @@
+"""The values a store's methods answer with: search hits, forget results, audit entries, sessions, relations.
+
+Plain frozen dataclasses with a ``to_dict()`` for JSON; :mod:`memlens.store` and :mod:`memlens` re-export them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memlens.models import Memory
+
+
+@dataclass(frozen=True)
+class SupersedePreview:
+    """What :meth:`memlens.store.MemoryStore.remember` would do with a text, decided exactly as it would decide it.
+
+    ``action`` is ``"supersede"`` (``target`` becomes the previous version), ``"similar"`` (advisory only: stored
+    as a separate memory, related to ``target``) or ``"new"``.
+    """
+
+    action: str
+    target: Memory | None
+    similarity: float
+    threshold: float
+    advisory_threshold: float
+    shared: tuple[str, ...] = ()
+    only_new: tuple[str, ...] = ()
+    only_old: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "action": self.action,
+            "target": self.target.to_dict() if self.target else None,
+            "similarity": round(self.similarity, 4),
+            "threshold": self.threshold,
+            "advisory_threshold": self.advisory_threshold,
+            "shared": list(self.shared),
+            "only_new": list(self.only_new),
+            "only_old": list(self.only_old),
+        }
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the memory, its final score, a snippet with matched terms in « », and the parts of
+    the score (``relevance`` from bm25 normalised to the best hit, ``retention`` the composite score)."""
+
+    memory: Memory
+    score: float
+    snippet: str
+    relevance: float
+    retention: float
+    bm25: float
+    context_penalty: float = 0.0
+    #: True when bm25 was fused with vector search (reciprocal rank fusion); ``vector_rank`` is then the memory's
+    #: 1-based place among the nearest vectors, None when it was not among them.
+    fused: bool = False
+    vector_rank: int | None = None
+
+    def explain(self) -> str:
+        """The score in words."""
+        text = f"bm25 {self.bm25:.3f} -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
+        if self.fused:
+            place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
+            text += f" (relevance from reciprocal rank fusion of bm25 and embeddings, k=60; {place})"
+        if self.context_penalty:
+            text += f" (demoted by {self.context_penalty:.2f}: none of the query's context tags)"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "memory": self.memory.to_dict(),
+            "score": round(self.score, 6),
+            "snippet": self.snippet,
+            "relevance": round(self.relevance, 6),
+            "retention": round(self.retention, 6),
+            "bm25": round(self.bm25, 6),
+            "explanation": self.explain(),
+            **({"vector_rank": self.vector_rank} if self.fused else {}),
+        }
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    """What a forget erased (ids), and which versions became latest again because their successor went."""
+
+    erased: tuple[int, ...]
+    restored_latest: tuple[int, ...] = ()
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"erased": list(self.erased), "restored_latest": list(self.restored_latest), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One line of the append-only audit log (never holds memory text, only ids, hashes and numbers)."""
+
+    id: int
+    at: datetime
+    operation: str
+    actor: str
+    target_ids: tuple[int, ...]
+    details: dict[str, Any]
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "operation": self.operation,
+            "actor": self.actor,
+            "target_ids": list(self.target_ids),
+            "details": self.details,
+            "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True)
+class AuditCheck:
+    """Result of verifying the audit log's hash chain."""
+
+    ok: bool
+    checked: int
+    first_bad_id: int | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Session:
+    """An agent session: the observations of one run, and the episode summarising it once consolidated."""
+
+    id: str
+    project: str | None
+    started_at: datetime
+    last_event_at: datetime
+    ended_at: datetime | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "id": self.id,
+            "project": self.project,
+            "started_at": self.started_at.isoformat(),
+            "last_event_at": self.last_event_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A typed link between two memories (supersedes, extends, derives, contradicts, related)."""
+
+    src_id: int
+    dst_id: int
+    kind: str
+    created_at: datetime
+    score: float | None
