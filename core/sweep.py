@@ -398,7 +398,7 @@ def run(store: MemoryStore, *, now: datetime, dry_run: bool) -> SweepReport:
     counts. A dry run reads one consistent snapshot and writes nothing.
     """
     if dry_run:
-        with store._lock:
+        with store.ctx.lock:
             conn = store.conn
             own = not conn.in_transaction
             if own:
@@ -412,19 +412,19 @@ def run(store: MemoryStore, *, now: datetime, dry_run: bool) -> SweepReport:
     applied: list[SweepDecision] = []
     archives: list[int] = []
     skipped = 0
-    with store._write() as conn:
+    with store.ctx.write() as conn:
         p = plan(conn, store.settings, now)
         batches = _batches(p)
         skipped += _apply_batch(store, conn, p, batches[0], now, applied, archives)
         if len(batches) == 1:
             _finish(store, conn, p, now, applied, archives, skipped)
     for index in range(1, len(batches)):
-        with store._write() as conn:
+        with store.ctx.write() as conn:
             skipped += _apply_batch(store, conn, p, batches[index], now, applied, archives)
             if index == len(batches) - 1:
                 _finish(store, conn, p, now, applied, archives, skipped)
     if applied:
-        store._purge_deleted_terms()  # once for the whole sweep (inside a transaction it cannot checkpoint)
+        store.forgetting.purge_deleted_terms()  # once for the whole sweep (inside a transaction it cannot checkpoint)
     order = {d.memory_id: i for i, d in enumerate(p.decisions)}
     applied.sort(key=lambda d: order[d.memory_id])  # archive groups ran last; report in the plan's order
     return SweepReport(now, False, applied, counts_of(applied), archives, skipped)
@@ -476,7 +476,7 @@ def _apply_batch(
         for r in rows:
             tags.extend(t for t in json.loads(r[4]) if t not in tags)
         source_ids = [r[0] for r in rows]
-        archive_id = store._insert_memory(
+        archive_id = store.memories.insert_memory(
             conn,
             content=content,
             title=title,
@@ -495,7 +495,7 @@ def _apply_batch(
             now=now,
             audit=False,
         )
-        store._audit(conn, "sweep", [archive_id], {"rule": "capacity", "action": "write_archive", "source_ids": source_ids}, now)
+        store.ctx.audit(conn, "sweep", [archive_id], {"rule": "capacity", "action": "write_archive", "source_ids": source_ids}, now)
         archives.append(archive_id)
     for d in due:
         details: dict[str, Any] = {"rule": d.rule, "action": d.action, "numbers": d.numbers}
@@ -510,12 +510,12 @@ def _apply_batch(
                 (chain_id, version + 1, d.memory_id, json.dumps([d.memory_id]), link.similarity, ts, link.newer_id),
             )
             supersede.unindex_latest(conn, d.memory_id, similarity_tokens(content))
-            store._relate(conn, link.newer_id, d.memory_id, "supersedes", ts, link.similarity)
-            store._audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "reason": d.reason}, now)
+            store.memories.link(conn, link.newer_id, d.memory_id, "supersedes", ts, link.similarity)
+            store.ctx.audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "reason": d.reason}, now)
         else:
             if d.action == "archive":
                 details["archived_into"] = archive_id
-            store._forget_ids(
+            store.forgetting.forget_ids(
                 p.chain_ids.get(d.memory_id, [d.memory_id]), reason=d.reason, now=now, operation="sweep", extra=details, flag_derived=False, purge=False
             )
         applied.append(d)
@@ -527,7 +527,7 @@ def _finish(
 ) -> None:
     """The sweep's own audit entry and its near-duplicate bookkeeping, written with the last batch."""
     details = {"counts": counts_of(applied), "decisions": len(applied), "archives": archives, "skipped": skipped}
-    store._audit(conn, "sweep_run", [], details, now)
+    store.ctx.audit(conn, "sweep_run", [], details, now)
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (STATE_KEY, json.dumps(p.state, sort_keys=True)),
