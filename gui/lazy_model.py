@@ -99,10 +99,6 @@ class LazyTableModel(QtCore.QAbstractTableModel):
         """Whether a page, reload or refresh is on its way."""
         return self._loading
 
-    def is_exhausted(self) -> bool:
-        """Whether every matching row is loaded."""
-        return self._exhausted
-
     # --- Qt model interface ------------------------------------------------------------------------------------
 
     def rowCount(self, parent: Index = QtCore.QModelIndex()) -> int:

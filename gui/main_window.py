@@ -255,8 +255,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.store_settings: StoreSettings | None = None
         self.travel: datetime | None = None
         self.travel_report: Any = None
-        self.last_sweep: Any = None
-        self.last_error: str | None = None
         self.counts: dict[str, int] = {}
         self.is_empty = False
         self.dialog: QtWidgets.QDialog | None = None
@@ -758,7 +756,6 @@ class MainWindow(QtWidgets.QMainWindow):
         message = str(error)
         if isinstance(error, BaseException) and not isinstance(error, USER_ERRORS):
             message = f"Unexpected error ({type(error).__name__}): {error}"
-        self.last_error = message
         self.statusBar().showMessage(message, 10000)
         box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, title, message, QtWidgets.QMessageBox.StandardButton.Ok, self)
         box.setObjectName("errorMessage")
@@ -1284,7 +1281,6 @@ class MainWindow(QtWidgets.QMainWindow):
             return
 
         def done(report: SweepReport) -> None:
-            self.last_sweep = report
             if report.decisions:
                 parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
                 self.statusBar().showMessage(f"Sweep acted on {fmt.plural(len(report.decisions), 'memory', 'memories')} ({parts}).", 10000)

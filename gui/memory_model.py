@@ -36,7 +36,6 @@ from memlens.gui.qt import QtCore, QtGui, Signal
 from memlens.gui.tasks import StoreReader
 from memlens.models import Memory
 from memlens.store import MemoryStore
-from memlens.text import SNIPPET_CLOSE, SNIPPET_OPEN
 
 MEMORY_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 ID_ROLE = QtCore.Qt.ItemDataRole.UserRole + 2
@@ -486,10 +485,6 @@ class MemoryTableModel(QtCore.QAbstractTableModel):
         ordered = sorted(present, key=lambda r: (_sort_value(r, key, now, config), r.memory.id), reverse=descending)
         return array("q", [r.memory.id for r in ordered])
 
-    def sort_key(self) -> tuple[str, bool] | None:
-        """The column key and direction of the last sort (exact in memory for a list loaded whole)."""
-        return self._memory_sort
-
     # --- Qt model interface ------------------------------------------------------------------------------------
 
     def rowCount(self, parent: Index = QtCore.QModelIndex()) -> int:
@@ -610,8 +605,3 @@ def _positions(ids: array[int], wanted: set[int]) -> dict[int, int]:
     a = np.frombuffer(ids, dtype=np.int64)
     where = np.flatnonzero(np.isin(a, np.fromiter(wanted, dtype=np.int64, count=len(wanted))))
     return {int(a[i]): int(i) for i in where}
-
-
-def strip_marks(text: str) -> str:
-    """A snippet without its « » match marks."""
-    return text.replace(SNIPPET_OPEN, "").replace(SNIPPET_CLOSE, "")

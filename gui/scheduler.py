@@ -31,7 +31,6 @@ class LifecycleScheduler(QObject):
         self.countdown_timer.setInterval(1000)
         self.countdown_timer.timeout.connect(self._tick_countdown)
         self._paused = False
-        self._remaining_when_paused = 0
         self.set_intervals(refresh_ms, sweep_ms)
 
     def set_intervals(self, refresh_ms: int, sweep_ms: int) -> None:
@@ -48,9 +47,7 @@ class LifecycleScheduler(QObject):
         self.refresh_timer.start()
         self.countdown_timer.start()
         self._paused = paused
-        if paused:
-            self._remaining_when_paused = self.sweep_timer.interval()
-        else:
+        if not paused:
             self.sweep_timer.start()
         self.paused_changed.emit(self._paused)
         self._tick_countdown()
@@ -68,7 +65,6 @@ class LifecycleScheduler(QObject):
         """Stop automatic sweeps; the countdown shows the pause."""
         if self._paused:
             return
-        self._remaining_when_paused = max(0, self.sweep_timer.remainingTime())
         self.sweep_timer.stop()
         self._paused = True
         self.paused_changed.emit(True)

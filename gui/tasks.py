@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +208,6 @@ class TaskHandle:
     cancel_event: threading.Event
     signals: _TaskSignals
     finished: bool = False
-    callbacks: list[Callable[[], None]] = field(default_factory=list)
 
     def cancel(self) -> None:
         """Ask the task to stop at its next check; its on_done still runs with whatever it returns."""
