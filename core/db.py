@@ -26,7 +26,6 @@ from memlens.errors import (
     NewerDatabaseError,
     NotAMemlensDatabase,
     ReadOnlyStoreError,
-    StoreEnvironmentError,
     StoreLockedError,
 )
 from memlens.text import index_text
@@ -389,13 +388,3 @@ def _begin_immediate(conn: Connection, path: Path | str) -> None:
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
 
-
-def run_read(conn: Connection, path: Path | str, fn: Callable[[], Any]) -> Any:
-    """Run a read, turning SQLite environment errors into memlens errors."""
-    try:
-        return fn()
-    except sqlite.Error as exc:
-        err = classify(exc, path)
-        if isinstance(err, StoreEnvironmentError):
-            raise err from exc
-        raise

@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memlens.models import Memory
@@ -329,8 +329,3 @@ def composite_score_at(*, content: str, importance: float, last_accessed: float,
         + config.weight_semantic * parts["semantic"]
     )
     return score / total if total > 0 else 0.0
-
-
-def hours_between(a: datetime, b: datetime) -> float:
-    """Hours from ``a`` to ``b`` (negative if ``b`` is earlier)."""
-    return (b - a) / timedelta(hours=1)

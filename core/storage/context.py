@@ -108,10 +108,6 @@ class StoreContext:
             raise InvalidInput("the store is closed")
         return self._conn
 
-    @property
-    def closed(self) -> bool:
-        return self._conn is None
-
     def close(self) -> None:
         """Checkpoint the WAL into the main file and close the connection (idempotent)."""
         with self.lock:

@@ -40,7 +40,7 @@ RELATION_COLUMNS = ", ".join(RELATION_FIELDS)
 def _by_name(row: Any, names: Sequence[str]) -> Mapping[str, Any]:
     """The row as a name -> value mapping (an sqlite3.Row already is one)."""
     if hasattr(row, "keys"):
-        return row  # type: ignore[no-any-return]
+        return row
     return dict(zip(names, row, strict=False))
 
 
