@@ -19,11 +19,12 @@ from memlens.errors import (
     StoreLockedError,
 )
 from memlens.models import Layer, Memory, Origin
-from memlens.store import AuditEntry, ForgetResult, Hit, MemoryStore, Session, SupersedePreview
+from memlens.store import AuditCheck, AuditEntry, ForgetResult, Hit, MemoryStore, Relation, Session, SupersedePreview
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditCheck",
     "AuditEntry",
     "CorruptDatabaseError",
     "ForgetResult",
@@ -38,6 +39,7 @@ __all__ = [
     "NotFound",
     "Origin",
     "QueryError",
+    "Relation",
     "Session",
     "StoreEnvironmentError",
     "StoreLockedError",

@@ -686,7 +686,10 @@ class MemoryRepository:
                 return
             conn.executemany(
                 "UPDATE memories SET fade_at = ? WHERE id = ?",
-                [(decay.sweep_fade_at(r[1], r[2], r[3], r[4], r[5], bool(r[6]), cfg), r[0]) for r in rows],
+                [
+                    (decay.sweep_fade_at(layer, type_, importance, last_accessed, count, bool(pinned), cfg), memory_id)
+                    for memory_id, layer, type_, importance, last_accessed, count, pinned in rows
+                ],
             )
             last = rows[-1][0]
 

@@ -544,15 +544,16 @@ def _write_session(conn: db.Connection, s: SessionRecord, summary: ImportSummary
         )
         summary.sessions_created += 1
         return
-    old_meta = json.loads(row[4] or "{}")
+    old_project, old_started, old_last, old_ended, old_metadata = row
+    old_meta = json.loads(old_metadata or "{}")
     merged = (
-        row[0] if row[0] is not None else s.project,
-        min(row[1], started),
-        max(row[2], last),
-        ended if row[3] is None else max(row[3], ended) if ended is not None else row[3],
+        old_project if old_project is not None else s.project,
+        min(old_started, started),
+        max(old_last, last),
+        ended if old_ended is None else max(old_ended, ended) if ended is not None else old_ended,
         {**old_meta, **s.metadata},
     )
-    if merged != (row[0], row[1], row[2], row[3], old_meta):
+    if merged != (old_project, old_started, old_last, old_ended, old_meta):
         conn.execute(
             "UPDATE sessions SET project = ?, started_at = ?, last_event_at = ?, ended_at = ?, metadata = ? WHERE id = ?",
             (*merged[:4], to_json(merged[4]), s.id),

@@ -26,6 +26,7 @@ MAX_ID = 2**63 - 1  # SQLite's largest INTEGER
 
 
 def check_text(value: Any, name: str, *, allow_empty: bool = False) -> str:
+    """Text cleaned of control characters, at most MAX_CONTENT_CHARS long, and not blank unless ``allow_empty``."""
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be text, not {type(value).__name__}")
     value = clean_text(value)
@@ -37,6 +38,7 @@ def check_text(value: Any, name: str, *, allow_empty: bool = False) -> str:
 
 
 def check_optional_name(value: Any, name: str) -> str | None:
+    """A short name (project, session id, source reference) cleaned and stripped; None when absent or blank."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -48,6 +50,7 @@ def check_optional_name(value: Any, name: str) -> str | None:
 
 
 def check_importance(value: Any) -> float | None:
+    """An importance between 0 and 1, or None when not given."""
     if value is None:
         return None
     try:
@@ -60,6 +63,7 @@ def check_importance(value: Any) -> float | None:
 
 
 def check_ttl(value: Any) -> float | None:
+    """A time to live in days (positive, at most 1,000 years), or None when not given."""
     if value is None:
         return None
     try:
@@ -72,6 +76,7 @@ def check_ttl(value: Any) -> float | None:
 
 
 def check_tags(value: Any) -> tuple[str, ...]:
+    """Tags from a list or a comma-separated text: cleaned, redacted, without duplicates, at most 50 of 100 characters."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -93,6 +98,7 @@ def check_tags(value: Any) -> tuple[str, ...]:
 
 
 def check_metadata(value: Any) -> dict[str, Any]:
+    """A JSON-serialisable mapping of bounded size, its text cleaned; ``{}`` when not given."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -108,6 +114,7 @@ def check_metadata(value: Any) -> dict[str, Any]:
 
 
 def check_layer(value: Any, type_: str) -> str:
+    """A layer name; when not given, the default layer of the memory's type."""
     if value is None:
         return DEFAULT_LAYER_FOR_TYPE.get(type_, Layer.SEMANTIC).value
     value = value.value if isinstance(value, Layer) else value
@@ -117,6 +124,7 @@ def check_layer(value: Any, type_: str) -> str:
 
 
 def check_type(value: Any) -> str:
+    """A memory type: a short lower-case word (letters, digits, - or _)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("type must be a non-empty word such as fact, preference or workflow")
     value = value.strip().lower()
@@ -126,6 +134,7 @@ def check_type(value: Any) -> str:
 
 
 def check_origin(value: Any) -> str:
+    """An origin name (agent, user, tool, import, consolidation, ...)."""
     value = value.value if isinstance(value, Origin) else value
     if value not in ORIGINS:
         raise InvalidInput(f"origin must be one of {', '.join(ORIGINS)}, not {value!r}")
@@ -133,6 +142,7 @@ def check_origin(value: Any) -> str:
 
 
 def check_id(value: Any) -> int:
+    """A memory id: a positive whole number (``"#12"`` and ``"12"`` are accepted)."""
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             value = int(str(value).lstrip("#"))
