@@ -162,18 +162,21 @@ def strength_at(
     return value
 
 
+def _inputs(memory: Memory) -> dict[str, Any]:
+    """The stored numbers of ``memory`` that strength depends on, as :func:`strength_at`/:func:`fade_time` take them."""
+    return {
+        "layer": memory.layer,
+        "type_": memory.type,
+        "importance": memory.importance,
+        "last_accessed": memory.last_accessed_at.timestamp(),
+        "access_count": memory.access_count,
+        "pinned": memory.pinned,
+    }
+
+
 def strength(memory: Memory, now: datetime, config: DecayConfig) -> float:
     """Strength of ``memory`` at ``now``."""
-    return strength_at(
-        layer=memory.layer,
-        type_=memory.type,
-        importance=memory.importance,
-        last_accessed=memory.last_accessed_at.timestamp(),
-        access_count=memory.access_count,
-        pinned=memory.pinned,
-        now=now.timestamp(),
-        config=config,
-    )
+    return strength_at(**_inputs(memory), now=now.timestamp(), config=config)
 
 
 def fade_time(
@@ -218,16 +221,7 @@ def sweep_fade_at(layer: str, type_: str, importance: float, last_accessed: floa
 
 def fades_at(memory: Memory, threshold: float, config: DecayConfig) -> datetime | None:
     """When ``memory`` will cross ``threshold`` if it is not used again (None: never by time alone)."""
-    ts = fade_time(
-        layer=memory.layer,
-        type_=memory.type,
-        importance=memory.importance,
-        last_accessed=memory.last_accessed_at.timestamp(),
-        access_count=memory.access_count,
-        pinned=memory.pinned,
-        config=config,
-        threshold=threshold,
-    )
+    ts = fade_time(**_inputs(memory), config=config, threshold=threshold)
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, tz=memory.created_at.tzinfo)

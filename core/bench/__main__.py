@@ -22,6 +22,7 @@ from typing import Any
 
 from memlens.bench import forget_bench, import_bench, search_bench, storage_bench, stores, supersede_bench, sweep_bench
 from memlens.bench.generator import Generator
+from memlens.bench.report import progress, publish
 from memlens.bench.timing import machine
 from memlens.errors import InvalidInput
 
@@ -232,11 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.clear_cache and args.cache_dir.exists():
         shutil.rmtree(args.cache_dir)
-    results = run(sizes, seed=args.seed, cache_dir=args.cache_dir, only=only, skip=skip, progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True))
-    text = json.dumps(results, indent=2, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text if args.json else table(results))
+    results = run(sizes, seed=args.seed, cache_dir=args.cache_dir, only=only, skip=skip, progress=progress)
+    publish(results, out=args.out, as_json=args.json, table=table)
     return 0
 
 

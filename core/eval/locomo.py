@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memlens import db
+from memlens.bench.report import progress, publish
 from memlens.errors import InvalidInput
 from memlens.store import MemoryStore
 
@@ -299,11 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidInput as exc:
         print(f"python -m memlens.eval.locomo: {exc}", file=sys.stderr)
         return 2
-    result = evaluate(samples, progress=lambda msg: print(f"... {msg}", file=sys.stderr, flush=True))
-    text = json.dumps(result, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text if args.json else table(result))
+    result = evaluate(samples, progress=progress)
+    publish(result, out=args.out, as_json=args.json, table=table)
     return 0
 
 

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -168,7 +168,7 @@ def perform(store: Any, op: str, payload: Path | None, size: int) -> None:
 def child(db_path: str, op: str, payload: str | None, size: int, kill_after: int) -> int:
     """Open the store, report readiness, run the operation; SIGKILL itself after ``kill_after`` progress calls
     (0: never; -1: as soon as the first transaction has committed) and otherwise print how many there were."""
-    from memlens import MemoryStore, db
+    from memlens import MemoryStore
 
     store = MemoryStore.open(db_path)
     calls = 0
@@ -185,37 +185,34 @@ def child(db_path: str, op: str, payload: str | None, size: int, kill_after: int
     if kill_after == 0:
         # The uninterrupted run records the state after each of its commits: an operation that commits in several
         # transactions (the sweep applies a large backlog in batches) may legitimately stop between them.
-        real = db.transaction
-
-        @contextlib.contextmanager
-        def recording(conn: Any, path: Any = "") -> Iterator[Any]:
-            top_level = not conn.in_transaction
-            with real(conn, path) as c:
-                yield c
-            if top_level:
-                boundaries.append(digest(Path(db_path)))
-
-        db.transaction = recording
+        _after_each_commit(lambda: boundaries.append(digest(Path(db_path))))
     if kill_after == -1:
         # Right after the first top-level COMMIT has returned (durable), before anything else runs. Not a trace
         # callback: FTS5 runs its own statements inside the COMMIT, and those would be mistaken for "after".
-        real_transaction = db.transaction
-
-        @contextlib.contextmanager
-        def transaction_then_kill(conn: Any, path: Any = "") -> Iterator[Any]:
-            top_level = not conn.in_transaction
-            with real_transaction(conn, path) as c:
-                yield c
-            if top_level:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        db.transaction = transaction_then_kill
+        _after_each_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
     print("ready", flush=True)
     started = time.monotonic()
     perform(store, op, Path(payload) if payload else None, size)
     store.close()
     print(f"done {calls} {time.monotonic() - started:.4f} {json.dumps(boundaries)}", flush=True)
     return 0
+
+
+def _after_each_commit(action: Callable[[], None]) -> None:
+    """Run ``action`` in this process each time a top-level transaction has committed (after COMMIT returned)."""
+    from memlens import db
+
+    real = db.transaction
+
+    @contextlib.contextmanager
+    def then_act(conn: Any, path: Any = "") -> Iterator[Any]:
+        top_level = not conn.in_transaction
+        with real(conn, path) as c:
+            yield c
+        if top_level:
+            action()
+
+    db.transaction = then_act
 
 
 # --- checking a store ---------------------------------------------------------------------------------------------
