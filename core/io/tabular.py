@@ -23,7 +23,7 @@ source_ref          where the memory came from; how a later import recognises it
 id, version         written by export; ``id`` is how re-importing an export recognises its memories
 ==================  ================================================================================================
 
-Rows become the same :class:`~memlens.io.MemoryRecord` s the other readers produce, so the store's import path
+Rows become the same :class:`~memlens.io.records.MemoryRecord` s the other readers produce, so the store's import path
 (redaction, forgotten-stays-forgotten, the audit entry, one transaction) applies unchanged. A file with an ``id``
 column is matched like a memlens export (by id, or the same text and creation time); any other file by
 ``source_ref``, which is the ``source_ref`` cell or, when that is empty, ``csv:`` and a hash of the text, so
@@ -50,7 +50,7 @@ from typing import IO, TYPE_CHECKING
 
 from memlens.decay import cold_start_importance
 from memlens.errors import InvalidInput
-from memlens.io import ExportSummary, ImportBatch, MemoryRecord, Progress
+from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress
 from memlens.models import DEFAULT_LAYER_FOR_TYPE, Layer, Memory
 
 if TYPE_CHECKING:
