@@ -151,6 +151,9 @@ class MemoryStore:
                 merged["decay"] = {**merged["decay"], **value}
                 if "rates" in value:
                     merged["decay"]["rates"] = {**self.ctx.settings.decay.rates, **dict(value["rates"])}
+            elif key == "search" and isinstance(value, Mapping):
+                # A section changes field by field: tuning one search constant keeps the others as they were.
+                merged["search"] = {**merged["search"], **value}
             else:
                 merged[key] = value
         try:

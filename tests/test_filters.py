@@ -239,3 +239,9 @@ def test_search_tuning_from_the_store_changes_ranking(store: MemoryStore, t0: da
         assert reopened.settings.search.context_penalty == 0.0
     finally:
         reopened.close()
+
+
+def test_tuning_one_search_constant_keeps_the_others(store: MemoryStore, t0: datetime) -> None:
+    store.configure({"search": {"rrf_k": 30}}, now=t0)
+    store.configure({"search": {"context_penalty": 0.2}}, now=t0)  # once reset rrf_k to its default
+    assert store.settings.search == replace(SearchTuning(), rrf_k=30, context_penalty=0.2)

@@ -65,7 +65,7 @@ class Hit:
         text = f"bm25 {self.bm25:.3f} -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
         if self.fused:
             place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
-            text += f" (relevance from reciprocal rank fusion of bm25 and embeddings, k=60; {place})"
+            text += f" (relevance from reciprocal rank fusion of bm25 and embeddings; {place})"
         if self.context_penalty:
             text += f" (demoted by {self.context_penalty:.2f}: none of the query's context tags)"
         return text
