@@ -10,7 +10,7 @@ per logical change; every time-dependent call takes ``now`` (an aware datetime; 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -550,6 +550,14 @@ class MemoryStore:
         """Sessions, most recent activity first."""
         return self.session_log.recent(limit=limit, offset=offset, project=project)
 
+    def session_ids(self, *, project: str | None = None) -> list[str]:
+        """The ids of every session (of ``project``, when given), most recent activity first."""
+        return self.session_log.ids(project=project)
+
+    def sessions_by_id(self, session_ids: Sequence[str]) -> list[Session]:
+        """The sessions with these ids, in the order given (unknown ids left out)."""
+        return self.session_log.get_many(session_ids)
+
     def session_memories(self, session_id: str, *, layers: Iterable[str] | None = None) -> list[Memory]:
         """A session's memories in the order they happened."""
         return self.session_log.memories(session_id, layers=layers)
@@ -568,6 +576,21 @@ class MemoryStore:
     ) -> list[AuditEntry]:
         """Audit entries, newest first, optionally filtered by operation, target memory and time."""
         return self.audit_log.entries(limit=limit, offset=offset, operation=operation, target_id=target_id, since=since, until=until)
+
+    def audit_ids(
+        self,
+        *,
+        operation: str | None = None,
+        target_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[int]:
+        """The ids of every audit entry matching the filter, newest first (the order :meth:`audit` pages in)."""
+        return self.audit_log.entry_ids(operation=operation, target_id=target_id, since=since, until=until)
+
+    def audit_entries(self, entry_ids: Sequence[int]) -> list[AuditEntry]:
+        """The audit entries with these ids, in the order given (unknown ids left out)."""
+        return self.audit_log.entries_by_id(entry_ids)
 
     def audit_operations(self) -> list[str]:
         """The distinct operations present in the audit log."""

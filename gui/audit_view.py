@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from memlens.gui import format as fmt
-from memlens.gui.lazy_model import LazyTableModel
+from memlens.gui.lazy_model import LazyTableModel, lazy_table_view
 from memlens.gui.qt import QtCore, QtWidgets, Signal
 from memlens.gui.tasks import StoreReader
 from memlens.store import AuditCheck, AuditEntry, MemoryStore
@@ -28,7 +28,7 @@ class AuditFilter:
 
 
 class AuditTableModel(LazyTableModel):
-    """Audit entries matching an :class:`AuditFilter`, newest first, loaded page by page."""
+    """Audit entries matching an :class:`AuditFilter`, newest first: every id at once, entries in blocks."""
 
     HEADERS = ("#", "When", "Operation", "Actor", "Targets", "What happened")
 
@@ -41,24 +41,16 @@ class AuditTableModel(LazyTableModel):
         self.filter = audit_filter
         self.reload()
 
-    def columns(self) -> Sequence[str]:
-        return self.HEADERS
-
-    def page_loader(self, offset: int, limit: int) -> Callable[[MemoryStore], list[Any]]:
+    def ids_reader(self) -> Callable[[MemoryStore], Sequence[Hashable]]:
         f = self.filter
+        return lambda store: store.audit_ids(operation=f.operation, target_id=f.target_id, since=f.since, until=f.until)
 
-        def page(store: MemoryStore) -> list[Any]:
-            return list(store.audit(limit=limit, offset=offset, operation=f.operation, target_id=f.target_id, since=f.since, until=f.until))
-
-        return page
-
-    def row_id(self, row: Any) -> Hashable:
-        return row.id
+    def rows_reader(self) -> Callable[[MemoryStore, list[Hashable]], list[Any]]:
+        return lambda store, ids: list(store.audit_entries([int(i) for i in ids]))  # type: ignore[call-overload]
 
     def entry_at(self, row: int) -> AuditEntry | None:
-        """The entry shown in ``row``."""
-        entry = self.row_at(row)
-        return entry if isinstance(entry, AuditEntry) else None
+        """The entry shown in ``row`` (None while its block is loading)."""
+        return self.row_at(row)  # type: ignore[no-any-return]
 
     def cell(self, row: Any, column: int, role: int) -> Any:
         e: AuditEntry = row
@@ -87,7 +79,6 @@ class AuditView(QtWidgets.QWidget):
     def __init__(self, reader: StoreReader | None, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("auditView")
-        self._reader = reader
         self.model = AuditTableModel(reader, self)
         # The log's tamper evidence, checked off the UI thread whenever the view is shown or asked to.
         self.chain_state = QtWidgets.QLabel("Hash chain: not checked yet")
@@ -129,18 +120,7 @@ class AuditView(QtWidgets.QWidget):
         bar.addStretch(1)
         bar.addWidget(self.message)
 
-        self.table = QtWidgets.QTableView()
-        self.table.setObjectName("auditTable")
-        self.table.setAccessibleName("Audit log")
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(24)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        for column, width in enumerate((60, 130, 110, 70, 150)):
-            self.table.setColumnWidth(column, width)
+        self.table = lazy_table_view(self.model, "auditTable", "Audit log", (70, 130, 110, 70, 150))
         self.table.doubleClicked.connect(self._activated)
         self.details = QtWidgets.QTextBrowser()
         self.details.setObjectName("auditDetails")
@@ -174,7 +154,6 @@ class AuditView(QtWidgets.QWidget):
 
     def set_reader(self, reader: StoreReader | None) -> None:
         """Read another store (or none)."""
-        self._reader = reader
         self.model.set_reader(reader)
         self.chain_state.setText("Hash chain: not checked yet")
         self.chain_state.setStyleSheet("")
@@ -187,10 +166,11 @@ class AuditView(QtWidgets.QWidget):
 
     def verify_chain(self) -> None:
         """Check the audit log's hash chain in the background and show whether it is intact."""
-        if self._reader is None:
+        reader = self.model.reader
+        if reader is None:
             return
         self.chain_state.setText("Hash chain: checking…")
-        self._reader.submit("audit-chain", lambda store: store.verify_audit(), self._show_chain, self._chain_failed)
+        reader.submit("audit-chain", lambda store: store.verify_audit(), self._show_chain, self._chain_failed)
 
     def _show_chain(self, check: AuditCheck) -> None:
         if check.ok:

@@ -1,8 +1,9 @@
 """The memory table's columns, in one registry: a column is one entry here.
 
 Each :class:`Column` says its header and tooltip, its width (None: it stretches), whether it starts hidden, how a
-cell shows a memory, the exact sort value, the ``order_by`` the database sorts it on
-(``MemoryStore.list_ids``), and which delegate paints it. The memory model, the header's show/hide menu and the
+cell shows a row (a memory, with its score and snippet when it came from a search), the exact sort value, the
+``order_by`` the database sorts it on (``MemoryStore.list_ids``; "score" only exists in a search), and which
+delegate paints it. The memory model, the header's show/hide menu and the
 window's delegates all read this list.
 """
 
@@ -17,8 +18,22 @@ from memlens.decay import DecayConfig, strength
 from memlens.gui import format as fmt
 from memlens.models import Memory
 
-Show = Callable[[Memory, datetime, DecayConfig], str]
-SortValue = Callable[[Memory, datetime, DecayConfig], Any]
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """A memory as the table holds it; from a search also its snippet (matched terms in « »), score and the
+    score's explanation (:meth:`memlens.storage.results.Hit.explain`)."""
+
+    memory: Memory
+    snippet: str | None = None
+    score: float | None = None
+    explanation: str | None = None
+    #: Place in the engine's order (0 for the best hit); breaks ties between equal scores the way the engine did.
+    rank: int = 0
+
+
+Show = Callable[[MemoryRow, datetime, DecayConfig], str]
+SortValue = Callable[[MemoryRow, datetime, DecayConfig], Any]
 _FAR = datetime.max.replace(tzinfo=timezone.utc)
 
 
@@ -39,49 +54,66 @@ class Column:
     delegate: str | None = None
     #: The header menu can hide it (the title column always stays).
     hideable: bool = True
+    #: Shown only while the table holds search results (the score column).
+    search_only: bool = False
 
 
-def _expires(m: Memory, now: datetime, _c: DecayConfig) -> str:
+def _expires(r: MemoryRow, now: datetime, _c: DecayConfig) -> str:
+    m = r.memory
     if m.forget_after is None:
         return ""
     return "expired" if m.is_expired(now) else fmt.relative(m.forget_after, now)
 
 
+def _score(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
+    return "" if r.score is None else f"{r.score:.3f}"
+
+
 COLUMNS: tuple[Column, ...] = (
-    Column("id", "#", "id", "Memory id", lambda m, _n, _c: str(m.id), lambda m, _n, _c: m.id, width=46, right_aligned=True),
+    Column("id", "#", "id", "Memory id", lambda r, _n, _c: str(r.memory.id), lambda r, _n, _c: r.memory.id, width=58, right_aligned=True),
     Column(
         "title", "Title", "title", "Title (in a search: the matching passage)",
-        lambda m, _n, _c: m.title, lambda m, _n, _c: m.title.lower(), width=None, delegate="snippet", hideable=False,
+        lambda r, _n, _c: r.memory.title, lambda r, _n, _c: r.memory.title.lower(), width=None, delegate="snippet", hideable=False,
     ),
-    Column("layer", "Layer", "layer", "Working, episodic, semantic or procedural", lambda m, _n, _c: m.layer, lambda m, _n, _c: m.layer, width=76),
-    Column("type", "Type", "type", "fact, preference, decision, workflow, observation, …", lambda m, _n, _c: m.type, lambda m, _n, _c: m.type, width=78),
+    Column(
+        "score", "Score", "score", "Search score (the engine's order); the tooltip explains it",
+        _score, lambda r, _n, _c: (r.score if r.score is not None else float("-inf"), -r.rank), width=56, right_aligned=True, search_only=True,
+    ),
+    Column("layer", "Layer", "layer", "Working, episodic, semantic or procedural", lambda r, _n, _c: r.memory.layer, lambda r, _n, _c: r.memory.layer, width=76),
+    Column("type", "Type", "type", "fact, preference, decision, workflow, observation, …", lambda r, _n, _c: r.memory.type, lambda r, _n, _c: r.memory.type, width=78),
     Column(
         "project", "Project", "project", "Project the memory belongs to",
-        lambda m, _n, _c: m.project or "", lambda m, _n, _c: (m.project or "").lower(), width=86,
+        lambda r, _n, _c: r.memory.project or "", lambda r, _n, _c: (r.memory.project or "").lower(), width=86,
     ),
     Column(
         "strength", "Strength", "last_accessed_at",
         "Strength now (0-1); sorting orders a large list by last use, a small one or a search exactly",
-        lambda m, n, c: f"{strength(m, n, c):.2f}", lambda m, n, c: strength(m, n, c), width=86, right_aligned=True, delegate="strength",
+        lambda r, n, c: f"{strength(r.memory, n, c):.2f}", lambda r, n, c: strength(r.memory, n, c), width=86, right_aligned=True, delegate="strength",
     ),
-    Column("created", "Created", "created_at", "When this version was stored", lambda m, n, _c: fmt.short_when(m.created_at, n), lambda m, _n, _c: m.created_at, width=98),
+    Column(
+        "created", "Created", "created_at", "When this version was stored",
+        lambda r, n, _c: fmt.short_when(r.memory.created_at, n), lambda r, _n, _c: r.memory.created_at, width=98,
+    ),
     Column(
         "used", "Last used", "last_accessed_at", "Last recall (or creation)",
-        lambda m, n, _c: fmt.relative(m.last_accessed_at, n), lambda m, _n, _c: m.last_accessed_at, width=80, hidden=True,
+        lambda r, n, _c: fmt.relative(r.memory.last_accessed_at, n), lambda r, _n, _c: r.memory.last_accessed_at, width=80, hidden=True,
     ),
     Column(
         "version", "Ver.", "version", "Version in its chain",
-        lambda m, _n, _c: str(m.version) + ("" if m.is_latest else " (old)"), lambda m, _n, _c: m.version, width=40, right_aligned=True,
+        lambda r, _n, _c: str(r.memory.version) + ("" if r.memory.is_latest else " (old)"), lambda r, _n, _c: r.memory.version, width=40, right_aligned=True,
     ),
-    Column("uses", "Uses", "access_count", "How often it was recalled", lambda m, _n, _c: str(m.access_count), lambda m, _n, _c: m.access_count, width=42, right_aligned=True),
+    Column(
+        "uses", "Uses", "access_count", "How often it was recalled",
+        lambda r, _n, _c: str(r.memory.access_count), lambda r, _n, _c: r.memory.access_count, width=42, right_aligned=True,
+    ),
     Column(
         "importance", "Imp.", "importance", "Importance (0-1)",
-        lambda m, _n, _c: f"{m.importance:.2f}", lambda m, _n, _c: m.importance, width=44, hidden=True, right_aligned=True,
+        lambda r, _n, _c: f"{r.memory.importance:.2f}", lambda r, _n, _c: r.memory.importance, width=44, hidden=True, right_aligned=True,
     ),
     Column(
         "tags", "Tags", "tags", "Tags",
-        lambda m, _n, _c: ", ".join(m.tags), lambda m, _n, _c: ", ".join(sorted(m.tags)).lower(), width=110, hidden=True,
+        lambda r, _n, _c: ", ".join(r.memory.tags), lambda r, _n, _c: ", ".join(sorted(r.memory.tags)).lower(), width=110, hidden=True,
     ),
-    Column("expires", "Expires", "forget_after", "When its TTL runs out", _expires, lambda m, _n, _c: m.forget_after or _FAR, width=76),
+    Column("expires", "Expires", "forget_after", "When its TTL runs out", _expires, lambda r, _n, _c: r.memory.forget_after or _FAR, width=76),
 )
 COLUMN_INDEX = {c.key: i for i, c in enumerate(COLUMNS)}

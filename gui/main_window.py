@@ -424,7 +424,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 header.setSectionResizeMode(section, QtWidgets.QHeaderView.ResizeMode.Stretch)
             else:
                 self.table.setColumnWidth(section, column.width)
-            header.setSectionHidden(section, column.hidden)
+            header.setSectionHidden(section, column.hidden or column.search_only)
             if column.delegate is not None:
                 self.table.setItemDelegateForColumn(section, delegates[column.delegate])
         self.table.selectionModel().currentRowChanged.connect(self._current_row_changed)
@@ -817,6 +817,20 @@ class MainWindow(QtWidgets.QMainWindow):
         if query != self.model.query or (not self.model.rowCount() and not self.model.is_loading()):
             self._stale_pages.discard("memories")  # read afresh
             self.model.set_query(query)
+            self._show_sort_order()
+
+    def _show_sort_order(self) -> None:
+        """Show the search-only columns (Score) during a search, and the model's order in the header's indicator."""
+        header = self.table.horizontalHeader()
+        searching = bool(self.model.query.text.strip())
+        for section, column in enumerate(COLUMNS):
+            if column.search_only:
+                header.setSectionHidden(section, not searching)
+        section, order = self.model.sort_column()
+        # Only the indicator: the model has already ordered its rows (a search starts in score order).
+        header.blockSignals(True)
+        header.setSortIndicator(section, order)
+        header.blockSignals(False)
 
     def focus_search(self) -> None:
         """Ctrl+F: go to the memories and put the cursor in the search box."""
@@ -957,7 +971,7 @@ class MainWindow(QtWidgets.QMainWindow):
         header = self.table.horizontalHeader()
         menu = QtWidgets.QMenu(self)
         for section, column in enumerate(COLUMNS):
-            if not column.hideable:
+            if not column.hideable or column.search_only:
                 continue
             act = menu.addAction(column.header if column.header != "#" else "Id")
             act.setCheckable(True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memlens.gui import format as fmt
-from memlens.gui.lazy_model import LazyTableModel
+from memlens.gui.lazy_model import LazyTableModel, lazy_table_view
 from memlens.gui.qt import QtCore, QtWidgets, Signal
 from memlens.gui.tasks import StoreReader
 from memlens.models import Memory
@@ -16,9 +16,10 @@ from memlens.store import MemoryStore, Session
 
 
 class SessionTableModel(LazyTableModel):
-    """Sessions, most recent activity first, optionally of one project."""
+    """Sessions, most recent activity first, optionally of one project: every id at once, sessions in blocks."""
 
     HEADERS = ("Session", "Project", "Started", "Last activity", "State")
+    INT_IDS = False  # session ids are names
 
     def __init__(self, reader: StoreReader | None, parent: QtCore.QObject | None = None) -> None:
         super().__init__(reader, parent)
@@ -29,24 +30,20 @@ class SessionTableModel(LazyTableModel):
         self.project = project
         self.reload()
 
-    def columns(self) -> Sequence[str]:
-        return self.HEADERS
-
-    def page_loader(self, offset: int, limit: int) -> Callable[[MemoryStore], list[Any]]:
+    def ids_reader(self) -> Callable[[MemoryStore], Sequence[Hashable]]:
         project = self.project
+        return lambda store: store.session_ids(project=project)
 
-        def page(store: MemoryStore) -> list[Any]:
-            return list(store.sessions(limit=limit, offset=offset, project=project))
+    def rows_reader(self) -> Callable[[MemoryStore, list[Hashable]], list[Any]]:
+        return lambda store, ids: list(store.sessions_by_id([str(i) for i in ids]))
 
-        return page
-
-    def row_id(self, row: Any) -> Hashable:
-        return row.id
+    def placeholder(self, row_id: Hashable, column: int, role: int) -> Any:
+        """A session not loaded yet shows its id (its name) and nothing else."""
+        return str(row_id) if column == 0 and role == QtCore.Qt.ItemDataRole.DisplayRole else None
 
     def session_at(self, row: int) -> Session | None:
-        """The session shown in ``row``."""
-        item = self.row_at(row)
-        return item if isinstance(item, Session) else None
+        """The session shown in ``row`` (None while its block is loading)."""
+        return self.row_at(row)  # type: ignore[no-any-return]
 
     def cell(self, row: Any, column: int, role: int) -> Any:
         s: Session = row
@@ -88,21 +85,9 @@ class SessionsView(QtWidgets.QWidget):
     def __init__(self, reader: StoreReader | None, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("sessionsView")
-        self._reader = reader
         self.model = SessionTableModel(reader, self)
         self.contents: SessionContents | None = None
-        self.table = QtWidgets.QTableView()
-        self.table.setObjectName("sessionTable")
-        self.table.setAccessibleName("Sessions")
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(24)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setAlternatingRowColors(True)
-        for column, width in enumerate((190, 90, 130, 130)):
-            self.table.setColumnWidth(column, width)
+        self.table = lazy_table_view(self.model, "sessionTable", "Sessions", (190, 90, 130, 130))
         self.observations = QtWidgets.QListWidget()
         self.observations.setObjectName("sessionObservations")
         self.observations.setAccessibleName("Observations")
@@ -144,7 +129,6 @@ class SessionsView(QtWidgets.QWidget):
 
     def set_reader(self, reader: StoreReader | None) -> None:
         """Switch to another store."""
-        self._reader = reader
         self.model.set_reader(reader)
         self.contents = None
         self._show(None)
@@ -163,9 +147,10 @@ class SessionsView(QtWidgets.QWidget):
             self._load(session.id)
 
     def _load(self, session_id: str) -> None:
-        if self._reader is None:
+        reader = self.model.reader
+        if reader is None:
             return
-        self._reader.submit(
+        reader.submit(
             "session-contents",
             lambda store: load_session(store, session_id),
             self._show,

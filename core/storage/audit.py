@@ -8,7 +8,7 @@ of the one before, so :func:`verify_chain` finds an altered or missing entry.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +44,35 @@ def verify_chain(conn: db.Connection) -> AuditCheck:
     return AuditCheck(True, checked)
 
 
+#: Ids bound per ``IN (...)`` query (well below SQLite's limit on bound parameters).
+_ID_BATCH = 500
+_ENTRY_COLUMNS = "a.id, a.at, a.operation, a.actor, a.target_ids, a.details, a.hash"
+
+
+def _filter_sql(operation: str | None, target_id: int | None, since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
+    """The WHERE clause (with a leading space, or empty) and its parameters for an audit filter."""
+    where: list[str] = []
+    params: list[Any] = []
+    if operation:
+        where.append("a.operation = ?")
+        params.append(check_key(operation, "operation"))
+    if target_id is not None:
+        where.append("a.id IN (SELECT audit_id FROM audit_targets WHERE memory_id = ?)")
+        params.append(check_id(target_id))
+    if since is not None:
+        where.append("a.at >= ?")
+        params.append(check_when(since, "since"))
+    if until is not None:
+        where.append("a.at < ?")
+        params.append(check_when(until, "until"))
+    return (" WHERE " + " AND ".join(where) if where else ""), params
+
+
+def _entry_from_row(row: Any) -> AuditEntry:
+    entry_id, at, operation, actor, targets, details, digest = row
+    return AuditEntry(entry_id, utc_from_ts(at), operation, actor, tuple(json.loads(targets)), json.loads(details), digest)
+
+
 class AuditRepository:
     """Reading and checking the ``audit`` table (writing is the context's :meth:`~StoreContext.audit`)."""
 
@@ -61,30 +90,35 @@ class AuditRepository:
         until: datetime | None = None,
     ) -> list[AuditEntry]:
         """Audit entries, newest first, optionally filtered by operation, target memory and time."""
-        where: list[str] = []
-        params: list[Any] = []
-        if operation:
-            where.append("a.operation = ?")
-            params.append(check_key(operation, "operation"))
-        if target_id is not None:
-            where.append("a.id IN (SELECT audit_id FROM audit_targets WHERE memory_id = ?)")
-            params.append(check_id(target_id))
-        if since is not None:
-            where.append("a.at >= ?")
-            params.append(check_when(since, "since"))
-        if until is not None:
-            where.append("a.at < ?")
-            params.append(check_when(until, "until"))
-        sql = "SELECT a.id, a.at, a.operation, a.actor, a.target_ids, a.details, a.hash FROM audit a"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY a.id DESC LIMIT ? OFFSET ?"
+        where, params = _filter_sql(operation, target_id, since, until)
+        sql = f"SELECT {_ENTRY_COLUMNS} FROM audit a{where} ORDER BY a.id DESC LIMIT ? OFFSET ?"
         with self.ctx.read() as conn:
             rows = conn.execute(sql, [*params, check_count(limit, "limit"), check_count(offset, "offset")]).fetchall()
-        return [
-            AuditEntry(entry_id, utc_from_ts(at), operation_, actor, tuple(json.loads(targets)), json.loads(details), digest)  # type: ignore[arg-type]
-            for entry_id, at, operation_, actor, targets, details, digest in rows
-        ]
+        return [_entry_from_row(r) for r in rows]
+
+    def entry_ids(
+        self,
+        *,
+        operation: str | None = None,
+        target_id: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[int]:
+        """The ids of every audit entry matching the filter, newest first (what :meth:`entries` pages through)."""
+        where, params = _filter_sql(operation, target_id, since, until)
+        with self.ctx.read() as conn:
+            return [r[0] for r in conn.execute(f"SELECT a.id FROM audit a{where} ORDER BY a.id DESC", params)]
+
+    def entries_by_id(self, entry_ids: Sequence[int]) -> list[AuditEntry]:
+        """The audit entries with these ids, in the order given; ids with no entry are left out."""
+        wanted = [check_id(i) for i in entry_ids]
+        found: dict[int, AuditEntry] = {}
+        with self.ctx.read() as conn:
+            for start in range(0, len(wanted), _ID_BATCH):
+                batch = wanted[start : start + _ID_BATCH]
+                sql = f"SELECT {_ENTRY_COLUMNS} FROM audit a WHERE a.id IN ({','.join('?' * len(batch))})"
+                found.update((e.id, e) for e in map(_entry_from_row, conn.execute(sql, batch).fetchall()))
+        return [found[i] for i in wanted if i in found]
 
     def operations(self) -> list[str]:
         """The distinct operations present in the audit log."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,10 @@ def ensure_session(conn: db.Connection, session_id: str, project: str | None, ts
         "project = COALESCE(sessions.project, excluded.project)",
         (session_id, project, ts, ts),
     )
+
+
+#: Ids bound per ``IN (...)`` query (well below SQLite's limit on bound parameters).
+_ID_BATCH = 500
 
 
 class SessionRepository:
@@ -58,6 +62,27 @@ class SessionRepository:
         with self.ctx.read() as conn:
             rows = conn.execute(sql, [*params, check_count(limit, "limit"), check_count(offset, "offset")]).fetchall()
         return [session_from_row(r) for r in rows]
+
+    def ids(self, *, project: str | None = None) -> list[str]:
+        """The ids of every session (of ``project``, when given), most recent activity first (as :meth:`recent`)."""
+        sql = "SELECT id FROM sessions"
+        params: list[Any] = []
+        if project is not None:
+            sql += " WHERE project = ?"
+            params.append(check_key(project, "project"))
+        with self.ctx.read() as conn:
+            return [r[0] for r in conn.execute(sql + " ORDER BY last_event_at DESC", params)]
+
+    def get_many(self, session_ids: Sequence[str]) -> list[Session]:
+        """The sessions with these ids, in the order given; ids with no session are left out."""
+        wanted = [check_key(i, "session_id") for i in session_ids]
+        found: dict[str, Session] = {}
+        with self.ctx.read() as conn:
+            for start in range(0, len(wanted), _ID_BATCH):
+                batch = wanted[start : start + _ID_BATCH]
+                sql = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id IN ({','.join('?' * len(batch))})"
+                found.update((s.id, s) for s in map(session_from_row, conn.execute(sql, batch).fetchall()))
+        return [found[i] for i in wanted if i in found]
 
     def memories(self, session_id: str, *, layers: Iterable[str] | None = None) -> list[Memory]:
         """A session's memories in the order they happened."""

@@ -1,0 +1,189 @@
+"""One lazy table mechanism for the memory, audit and sessions tables; search results in the engine's order;
+room for the memory text at 1024x700; selection and detail agreeing after a forget."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from memlens import MemoryStore
+from memlens.demo import generate
+from memlens.gui.audit_view import AuditFilter, AuditTableModel
+from memlens.gui.columns import COLUMN_INDEX
+from memlens.gui.lazy_model import LazyTableModel
+from memlens.gui.main_window import MainWindow
+from memlens.gui.memory_model import ID_ROLE, MemoryTableModel
+from memlens.gui.qt import QtCore, QtGui
+from memlens.gui.sessions_view import SessionTableModel
+from memlens.gui.tasks import StoreReader
+
+pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def demo_path(tmp_path: Path) -> Path:
+    path = tmp_path / "demo" / "memory.db"
+    with MemoryStore.open(path, actor="demo") as store:
+        generate(store, now=NOW, days=14, seed=3)
+    return path
+
+
+@pytest.fixture
+def reader(qtbot, demo_path: Path) -> Iterator[StoreReader]:
+    r = StoreReader(demo_path)
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path: Path) -> Iterator:
+    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
+    windows: list[MainWindow] = []
+
+    def make(path: Path, size: tuple[int, int] = (1300, 800)) -> MainWindow:
+        window = MainWindow(settings, clock=lambda: NOW)
+        qtbot.addWidget(window)
+        window.resize(*size)
+        window.show()
+        windows.append(window)
+        with qtbot.waitSignal(window.store_opened, timeout=15000):
+            window.open_store(path, create=False)
+        qtbot.waitUntil(window.is_idle, timeout=15000)
+        return window
+
+    yield make
+    for window in windows:
+        window.close()
+
+
+# --- 1. one lazy table mechanism ---------------------------------------------------------------------------------
+
+
+def test_core_lists_audit_and_session_ids_and_reads_rows_for_ids(demo_path):
+    with MemoryStore.open(demo_path) as store:
+        ids = store.audit_ids()
+        assert ids == [e.id for e in store.audit(limit=100_000)]
+        assert store.audit_ids(operation="forget") == [e.id for e in store.audit(limit=100_000, operation="forget")]
+        picked = [ids[3], ids[0], 10**9, ids[7]]
+        assert [e.id for e in store.audit_entries(picked)] == [ids[3], ids[0], ids[7]]
+        sessions = store.session_ids()
+        assert sessions == [s.id for s in store.sessions(limit=100_000)]
+        assert [s.id for s in store.sessions_by_id([sessions[-1], "no-such-session", sessions[0]])] == [sessions[-1], sessions[0]]
+
+
+@pytest.mark.parametrize("kind", ["audit", "sessions"])
+def test_audit_and_sessions_load_every_id_and_rows_in_bounded_blocks(qtbot, qtmodeltester, reader, demo_path, kind):
+    model: LazyTableModel = AuditTableModel(reader) if kind == "audit" else SessionTableModel(reader)
+    assert isinstance(model, LazyTableModel)
+    model.SMALL, model.BLOCK, model.MAX_BLOCKS = 2, 2, 2  # the demo's rows then page in blocks like a large store
+    with MemoryStore.open(demo_path) as store:
+        expected = store.audit_ids() if kind == "audit" else store.session_ids()
+    assert len(expected) > 6
+    with qtbot.waitSignal(model.loaded, timeout=10000):
+        model.reload()
+    # The row count is the true total at once; only the first block's rows are read.
+    assert model.rowCount() == len(expected) and list(model.ids()) == expected
+    assert not model.canFetchMore(QtCore.QModelIndex())
+    assert model.cached_blocks() == [0] and model.loaded_row_count() == 2
+    last = len(expected) - 1
+    model.index(last, 0).data()  # painting a far row asks for its block
+    qtbot.waitUntil(lambda: model.is_row_loaded(last), timeout=10000)
+    assert model.row_id(model.row_at(last)) == expected[last]
+    for row in range(len(expected)):
+        model.index(row, 1).data()
+        qtbot.waitUntil(lambda row=row: model.is_row_loaded(row), timeout=10000)
+        assert len(model.cached_blocks()) <= 2
+    qtmodeltester.check(model)
+    with qtbot.waitSignal(model.loaded, timeout=10000):
+        model.refresh()
+    assert list(model.ids()) == expected
+    qtmodeltester.check(model)
+
+
+def test_every_table_model_is_the_one_lazy_model():
+    for model_class in (MemoryTableModel, AuditTableModel, SessionTableModel):
+        assert issubclass(model_class, LazyTableModel)
+        assert "_want_block" not in vars(model_class) and "_merge" not in vars(model_class)
+
+
+def test_audit_filter_applies_to_the_id_list(qtbot, reader):
+    model = AuditTableModel(reader)
+    with qtbot.waitSignal(model.loaded, timeout=10000):
+        model.set_filter(AuditFilter(operation="forget"))
+    qtbot.waitUntil(lambda: all(model.is_row_loaded(r) for r in range(model.rowCount())), timeout=10000)
+    assert model.rowCount() > 0 and all(model.entry_at(r).operation == "forget" for r in range(model.rowCount()))
+
+
+# --- 2. search results in relevance order ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def adoption_path(tmp_path: Path) -> Path:
+    """Memories whose best matches are the oldest: ordering by Created would put them last."""
+    path = tmp_path / "adoption" / "memory.db"
+    with MemoryStore.open(path) as store:
+        for i in range(24):
+            strong = max(1, 24 - i) // 4
+            text = " ".join(["adoption agencies"] * strong) + f" note {i} about paperwork, visits and the family court in town {i}"
+            store.remember(text, title=f"Note {i}: adoption agencies" if i % 3 == 0 else f"Note {i}", layer="episodic",
+                           now=NOW - timedelta(days=40 - i))
+        for i in range(30):
+            store.remember(f"Unrelated fact {i} about the build cache", layer="episodic", now=NOW - timedelta(days=30 - i))
+    return path
+
+
+def _table_ids(window: MainWindow, count: int) -> list[int]:
+    return [window.model.index(r, 0).data(ID_ROLE) for r in range(count)]
+
+
+def _search(qtbot, window: MainWindow, text: str) -> None:
+    with qtbot.waitSignal(window.model.loaded, timeout=10000):
+        window.search_box.setText(text)
+        window.apply_query()
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+
+
+def test_search_results_come_in_the_engines_order_with_a_score_column(qtbot, make_window, adoption_path):
+    with MemoryStore.open(adoption_path) as store:
+        hits = store.search("adoption agencies", limit=500, now=NOW)
+    window = make_window(adoption_path)
+    window.sidebar.select("all")
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+    _search(qtbot, window, "adoption agencies")
+    n = window.model.rowCount()
+    assert n == len(hits) > 10
+    assert _table_ids(window, n) == [h.memory.id for h in hits]
+    # The Score column is shown, from the registry, with the engine's explanation as tooltip.
+    score = COLUMN_INDEX["score"]
+    header = window.table.horizontalHeader()
+    assert not header.isSectionHidden(score)
+    assert header.sortIndicatorSection() == score and header.sortIndicatorOrder() == QtCore.Qt.SortOrder.DescendingOrder
+    top = window.model.index(0, score)
+    assert top.data() == f"{hits[0].score:.3f}"
+    assert top.data(QtCore.Qt.ItemDataRole.ToolTipRole) == hits[0].explain()
+    # A header click re-sorts by any column, and a click on Score goes back to the engine's order.
+    window.table.sortByColumn(COLUMN_INDEX["created"], QtCore.Qt.SortOrder.DescendingOrder)
+    created = [window.model.memory_at(r).created_at for r in range(n)]
+    assert created == sorted(created, reverse=True) and _table_ids(window, n) != [h.memory.id for h in hits]
+    window.table.sortByColumn(score, QtCore.Qt.SortOrder.DescendingOrder)
+    assert _table_ids(window, n) == [h.memory.id for h in hits]
+    # Leaving the search hides Score and brings back the list's own order.
+    _search(qtbot, window, "")
+    assert header.isSectionHidden(score) and window.model.query.order_by == "created_at"
+
+
+def test_highlighted_matches_are_painted_whole(qtbot):
+    from memlens.gui.delegates import snippet_html
+    from memlens.text import SNIPPET_CLOSE, SNIPPET_OPEN
+
+    html = snippet_html(f"…the {SNIPPET_OPEN}adoption{SNIPPET_CLOSE} {SNIPPET_OPEN}agencies{SNIPPET_CLOSE} in town")
+    doc = QtGui.QTextDocument()
+    doc.setHtml(html)
+    assert doc.toPlainText() == "…the adoption agencies in town"
