@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
@@ -209,4 +209,36 @@ _V3 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]
+# Version 4: a tombstone also records when the forgotten memory was created. A memory is known across stores by
+# its text and its source id, or (having none) by its text and creation time: with text alone, another memory that
+# happens to say the same thing would be refused by an import. Tombstones written before this version have no
+# creation time and keep matching on text (and source id) alone: what they stand for cannot be told apart any better.
+# The table is rebuilt rather than altered, so a file whose version record lags its tables still migrates.
+_V4 = [
+    """
+    CREATE TABLE forgotten_v4 (
+        content_hash      TEXT NOT NULL,
+        source_ref        TEXT,
+        memory_created_at REAL,
+        forgotten_at      REAL NOT NULL
+    )
+    """,
+    "INSERT INTO forgotten_v4(content_hash, source_ref, forgotten_at) SELECT content_hash, source_ref, forgotten_at FROM forgotten",
+    "DROP TABLE forgotten",
+    "ALTER TABLE forgotten_v4 RENAME TO forgotten",
+    "CREATE INDEX forgotten_by_hash ON forgotten(content_hash)",
+    "CREATE INDEX forgotten_by_source ON forgotten(source_ref) WHERE source_ref IS NOT NULL",
+]
+
+# Version 5: ml_index_text() now gives emoji and other symbols a token of their own (see core/text.py), so the
+# full-text index is rebuilt from the stored text. The index is contentless: until it holds exactly what
+# ml_index_text() returns, a delete would replay different tokens than the ones stored.
+_V5 = [
+    "INSERT INTO memory_fts(memory_fts) VALUES ('delete-all')",
+    """
+    INSERT INTO memory_fts(rowid, title, content, tags)
+    SELECT id, ml_index_text(title), ml_index_text(content), ml_index_text(tags) FROM memories
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5)]

@@ -8,7 +8,11 @@ Two tokenisations live here on purpose, because they answer different questions:
 * :func:`index_text` is what FTS5 indexes. FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer does
   lower-casing, accent folding and stemming for Latin scripts; this function only rewrites CJK runs into
   overlapping bigrams, because unicode61 would keep a whole run as one token ("机器" would not find
-  "我们决定使用机器学习模型来排序").
+  "我们决定使用机器学习模型来排序"), and gives every emoji or other symbol a token of its own (unicode61
+  treats them as separators, so "🔥" would find nothing).
+
+Symbols are left out of :func:`similarity_tokens` on purpose: supersede asks whether two texts state the same fact,
+and an emoji shared by two notes says little about that.
 """
 
 from __future__ import annotations
@@ -25,6 +29,15 @@ _CJK_CLASS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _WORD = re.compile(r"[^\W_]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Characters that may be symbols: non-ASCII, neither word characters nor spaces. Which of them are symbols is
+# decided per character (Unicode category S*), so text in any script passes through without a callback.
+_MAYBE_SYMBOL = re.compile(r"[^\w\s\x00-\x7f]")
+# Emoji skin-tone modifiers (category Sk) refine the emoji before them; "👍🏽" is found by "👍". Joiners and
+# variation selectors are not symbols and simply separate tokens.
+_EMOJI_MODIFIERS = range(0x1F3FB, 0x1F400)
+#: How a symbol is spelled in the FTS index: a prefix no one types, and the code point in decimal (digits only at the
+#: end, so the porter stemmer leaves the token alone).
+SYMBOL_TOKEN_PREFIX = "mlsym"
 
 #: Longest text (in characters) accepted as a memory's content; longer input is refused, not truncated.
 MAX_CONTENT_CHARS = 1_000_000
@@ -86,12 +99,31 @@ def token_key(token: str) -> str:
     return "k" + digest
 
 
-def index_text(text: str) -> str:
-    """The text FTS5 indexes for ``text``: CJK runs become bigrams plus the run's last character.
+def is_symbol(ch: str) -> bool:
+    """Whether ``ch`` is a searchable symbol: a non-ASCII character of a Unicode symbol category (emoji, ©, €, →, ∑),
+    not an emoji skin-tone modifier. ASCII symbols (+ < = > | ~ $ ^ `) stay separators: they are everywhere in
+    code and commands and would make every query containing one stricter."""
+    return not ch.isascii() and unicodedata.category(ch).startswith("S") and ord(ch) not in _EMOJI_MODIFIERS
 
-    Every character of a run then starts some indexed token, so a prefix query on a single character finds it,
+
+def symbol_token(ch: str) -> str:
+    """The token a symbol is indexed (and queried) as."""
+    return f"{SYMBOL_TOKEN_PREFIX}{ord(ch)}"
+
+
+def _symbols_as_tokens(match: re.Match[str]) -> str:
+    ch = match.group()
+    return f" {symbol_token(ch)} " if is_symbol(ch) else ch
+
+
+def index_text(text: str) -> str:
+    """The text FTS5 indexes for ``text``: CJK runs become bigrams plus the run's last character, and each symbol a
+    token of its own (:func:`symbol_token`).
+
+    Every character of a CJK run then starts some indexed token, so a prefix query on a single character finds it,
     and a phrase of consecutive bigrams finds any substring. Must stay deterministic: the FTS index is
-    contentless and deletes replay this function on the stored text.
+    contentless and deletes replay this function on the stored text (a change to it needs a schema migration
+    that rebuilds the index).
     """
     if not text:
         return ""
@@ -102,23 +134,45 @@ def index_text(text: str) -> str:
             return f" {run} "
         return " " + " ".join([*_cjk_bigrams(run), run[-1]]) + " "
 
-    return _CJK_RUN.sub(expand, unicodedata.normalize("NFC", text))
+    text = _CJK_RUN.sub(expand, unicodedata.normalize("NFC", text))
+    return text if text.isascii() else _MAYBE_SYMBOL.sub(_symbols_as_tokens, text)
 
 
 @dataclass(frozen=True)
 class QueryTerm:
-    """One term of a user query: a word, or a CJK phrase given as its bigrams."""
+    """One term of a user query: a word, a CJK phrase given as its bigrams, or a run of symbols (emoji) given as
+    their tokens. ``cjk`` is true for both of the last two: they are matched as substrings when highlighting."""
 
     text: str
     cjk: bool
+    symbols: bool = False
 
     def fts(self) -> str:
         """The term as safe FTS5 syntax (always quoted, so no user text is ever parsed as an operator)."""
+        if self.symbols:
+            return '"' + " ".join(symbol_token(ch) for ch in self.text) + '"'
         if self.cjk:
             if len(self.text) == 1:
                 return f'"{self.text}"*'
             return '"' + " ".join(_cjk_bigrams(self.text)) + '"'
         return '"' + self.text + '"'
+
+
+def _symbol_runs(query: str) -> list[str]:
+    """The runs of searchable symbols in ``query`` (joiners and variation selectors inside a run are dropped)."""
+    runs: list[str] = []
+    current: list[str] = []
+    for ch in query:
+        if is_symbol(ch):
+            current.append(ch)
+        elif ch in "\u200d\ufe0e\ufe0f" or ord(ch) in _EMOJI_MODIFIERS:
+            continue  # part of an emoji sequence: indexed as a separator too, so the run goes on
+        elif current:
+            runs.append("".join(current))
+            current = []
+    if current:
+        runs.append("".join(current))
+    return runs
 
 
 def query_terms(query: str) -> list[QueryTerm]:
@@ -142,6 +196,11 @@ def query_terms(query: str) -> list[QueryTerm]:
                 terms.append(piece)
         if len(terms) >= MAX_QUERY_TERMS * 4:
             break
+    if not query.isascii():
+        for run in _symbol_runs(query):
+            if run not in seen:
+                seen.add(run)
+                terms.append(QueryTerm(run, True, symbols=True))
     meaningful = [t for t in terms if t.cjk or t.text not in STOPWORDS]
     return (meaningful or terms)[:MAX_QUERY_TERMS]
 
@@ -188,14 +247,16 @@ def highlight_spans(text: str, terms: Iterable[QueryTerm]) -> list[tuple[int, in
     folded = fold(text)
     spans: list[tuple[int, int]] = []
     for term in terms:
-        needle = fold(term.text)
+        # The symbols of an emoji sequence are searched one by one (the joiners between them are not in the term).
+        needles = list(term.text) if term.symbols else [fold(term.text)]
         if term.cjk:
-            start = folded.find(needle)
-            while start != -1:
-                spans.append((start, start + len(needle)))
-                start = folded.find(needle, start + len(needle))
+            for needle in needles:
+                start = folded.find(needle)
+                while start != -1:
+                    spans.append((start, start + len(needle)))
+                    start = folded.find(needle, start + len(needle))
             continue
-        prefix = re.escape(_stem_prefix(needle))
+        prefix = re.escape(_stem_prefix(needles[0]))
         for m in re.finditer(rf"(?<![^\W_]){prefix}[^\W_]*", folded):
             spans.append((m.start(), m.end()))
     spans.sort()
@@ -243,3 +304,15 @@ def default_title(content: str, limit: int = 80) -> str:
             cut = line[:limit].rsplit(" ", 1)[0] or line[:limit]
             return cut + "…"
     return "(empty)"
+
+
+def comparable(value: float, threshold: float, *, digits: int = 2) -> tuple[str, str]:
+    """``value`` and ``threshold`` as text with enough decimals that the printed numbers compare as the real ones
+    do: 0.095 against 0.1 prints '0.095' and '0.1', never '0.10' below '0.1'."""
+    threshold_text = f"{threshold:g}"
+    for places in range(digits, 7):
+        text = f"{value:.{places}f}"
+        shown, limit = float(text), float(threshold_text)
+        if (shown < limit) == (value < threshold) and (shown > limit) == (value > threshold):
+            return text, threshold_text
+    return f"{value:.6g}", threshold_text

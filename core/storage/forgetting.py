@@ -1,7 +1,7 @@
 """Forgetting: erasing memories so their text is gone from the table, the full-text index and the WAL.
 
-What survives a forget is a tombstone (the text's SHA-256 and source reference, so an import never brings the
-memory back) and an audit entry with the id, the hash and the reason, never the text. A chain whose latest version
+What survives a forget is a tombstone (the text's SHA-256, the source reference and the creation time, so an
+import never brings the memory back, yet another memory with the same text is still welcome) and an audit entry with the id, the hash and the reason, never the text. A chain whose latest version
 is erased gets its newest remaining version back as latest; summaries derived from an erased memory are flagged
 for review.
 """
@@ -79,13 +79,22 @@ class ForgettingRepository:
             ids = [r[0] for r in conn.execute(sql, params).fetchall()]
         return self.forget_ids(ids, reason=check_optional_name(reason, "reason"), now=now, operation="forget", extra={"filter": True})
 
-    def was_forgotten(self, content: str, source_ref: str | None) -> bool:
-        """Whether a memory with this text (or this source id) was erased from this store by a forget."""
+    def was_forgotten(self, content: str, source_ref: str | None, created_at: datetime) -> bool:
+        """Whether this very memory was erased from this store by a forget: the same text and the same source id
+        or, for a memory without one, the same text and creation time. Another memory that only shares the text is
+        not refused. (Tombstones from before schema 4 lack the creation time: they match on text and source id.)"""
+        created = ts_from_dt(created_at)
         with self.ctx.read() as conn:
-            row = conn.execute("SELECT 1 FROM forgotten WHERE content_hash = ? LIMIT 1", (content_hash(content),)).fetchone()
-            if row is None and source_ref is not None:
-                row = conn.execute("SELECT 1 FROM forgotten WHERE source_ref = ? LIMIT 1", (source_ref,)).fetchone()
-        return row is not None
+            rows = conn.execute(
+                "SELECT source_ref, memory_created_at FROM forgotten WHERE content_hash = ?", (content_hash(content),)
+            ).fetchall()
+        for tomb_source, tomb_created in rows:
+            if tomb_source != source_ref:
+                continue
+            # A source id names the memory by itself; the creation time is what names one that has none.
+            if source_ref is not None or tomb_created is None or abs(tomb_created - created) < 1e-5:
+                return True
+        return False
 
     def forget_ids(
         self,
@@ -115,11 +124,12 @@ class ForgettingRepository:
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
-                for mid, content, is_latest, chain_id, mhash, source_ref in conn.execute(
-                    f"SELECT id, content, is_latest, chain_id, content_hash, source_ref FROM memories WHERE id IN ({marks})", chunk
+                for mid, content, is_latest, chain_id, mhash, source_ref, created_at in conn.execute(
+                    f"SELECT id, content, is_latest, chain_id, content_hash, source_ref, created_at FROM memories WHERE id IN ({marks})", chunk
                 ).fetchall():
                     conn.execute(
-                        "INSERT INTO forgotten(content_hash, source_ref, forgotten_at) VALUES (?, ?, ?)", (mhash, source_ref, ts_from_dt(now))
+                        "INSERT INTO forgotten(content_hash, source_ref, memory_created_at, forgotten_at) VALUES (?, ?, ?, ?)",
+                        (mhash, source_ref, created_at, ts_from_dt(now)),
                     )
                     if is_latest:
                         supersede.unindex_latest(conn, mid, similarity_tokens(content))

@@ -83,8 +83,9 @@ class TransferRepository:
     # import -----------------------------------------------------------------------------------------------------
 
     def was_forgotten(self, rec: MemoryRecord) -> bool:
-        """Whether a memory with this text (or this source id) was erased from this store by a forget."""
-        return self.forgetting.was_forgotten(rec.content, rec.source_ref)
+        """Whether the memory this record stands for was erased from this store by a forget (see
+        :meth:`ForgettingRepository.was_forgotten`)."""
+        return self.forgetting.was_forgotten(rec.content, rec.source_ref, rec.created_at)
 
     def import_records(self, batch: ImportBatch, *, now: datetime, progress: Progress | None = None) -> ImportSummary:
         """Write a checked import batch (see :mod:`memlens.io`) in one transaction and say what happened.
