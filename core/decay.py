@@ -323,3 +323,15 @@ def composite_score_at(*, content: str, importance: float, last_accessed: float,
         + config.weight_semantic * parts["semantic"]
     )
     return score / total if total > 0 else 0.0
+
+
+def half_life_text(rate_per_hour: float) -> str:
+    """A decay rate in words people can picture: 'half-life 52 h', 'half-life 9 days' ('does not decay' for 0)."""
+    if rate_per_hour <= 0:
+        return "does not decay"
+    hours = math.log(2) / rate_per_hour
+    if hours < 1:
+        return f"half-life {hours * 60:.0f} min"
+    if hours < 72:
+        return f"half-life {hours:.0f} h" if hours >= 10 else f"half-life {hours:.1f} h"
+    return f"half-life {hours / 24:.0f} days"

@@ -6,6 +6,10 @@ ended and consolidated into episodes (and, once enough episodes recur, into fact
 and later superseded (version chains with their similarities), an advisory "similar to" pair, recalls that reinforce
 memories, TTLs that have run out or are about to, a pinned rule, chitchat that fades, edits, deliberate forgets with
 reasons, and weekly sweeps that forgot what had decayed. The same ``seed`` and ``now`` always give the same store.
+
+The demo belongs in a store of its own (:func:`demo_path_beside` names one). Written into a store that already
+holds memories, it never touches them: a weekly sweep runs only when its dry run shows it would act on the demo's
+own memories alone, and consolidation (which reads every ended session) is left out.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from memlens.consolidate import run as run_consolidation
 from memlens.errors import InvalidInput
@@ -119,6 +124,8 @@ class DemoSummary:
     sweeps: int = 0
     swept: int = 0
     notes: list[str] = field(default_factory=list)
+    #: The store the demo was written to (a string, so the summary stays JSON-ready).
+    path: str = ""
 
     def describe(self) -> str:
         """One line for people."""
@@ -147,7 +154,10 @@ def generate(
     if not isinstance(days, int) or isinstance(days, bool) or not 3 <= days <= 365:
         raise InvalidInput("days must be a whole number from 3 to 365")
     rng = random.Random(seed)
-    summary = DemoSummary(days=days)
+    summary = DemoSummary(days=days, path=str(store.path))
+    # Ids are never reused, so every memory above this one is the demo's own.
+    first_demo_id = store.id_sequence() + 1
+    shared = first_demo_id > 1
     start = (now - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
     # Scripted knowledge is spread over the run: a script day of 21 maps onto ``days`` days.
     scale = days / 21.0
@@ -182,15 +192,37 @@ def generate(
         # Weekly: consolidate, then sweep. The sessions since the last Sunday are left for the person to consolidate.
         if day_start.weekday() == 6 and day < days - 1:
             when = min(day_start + timedelta(hours=21), now - timedelta(minutes=1))
-            run_consolidation(store, now=when, llm=None, from_env=False)
-            summary.consolidations += 1
-            report = store.sweep(now=when + timedelta(minutes=30))
-            summary.sweeps += 1
-            summary.swept += len(report.decisions)
+            if not shared:
+                run_consolidation(store, now=when, llm=None, from_env=False)
+                summary.consolidations += 1
+            _sweep_own(store, when + timedelta(minutes=30), first_demo_id, summary)
         if progress is not None:
             progress(day + 1, days)
     _recent_touches(store, now, summary)
     return summary
+
+
+def demo_path_beside(store_path: Path) -> Path:
+    """A file for a demo store in the same folder as ``store_path`` that does not exist yet: demo.db, demo-2.db, ..."""
+    folder = store_path.parent
+    candidate = folder / "demo.db"
+    n = 2
+    while candidate.exists():
+        candidate = folder / f"demo-{n}.db"
+        n += 1
+    return candidate
+
+
+def _sweep_own(store: MemoryStore, when: datetime, first_demo_id: int, summary: DemoSummary) -> None:
+    """Sweep at ``when`` only if the sweep would act on the demo's own memories alone (its dry run is exact);
+    otherwise skip it and say so: a back-dated sweep must never erase memories the demo did not write."""
+    planned = store.sweep(now=when, dry_run=True)
+    if any(d.memory_id < first_demo_id for d in planned.decisions):
+        summary.notes.append(f"skipped the sweep of {when:%Y-%m-%d}: it would have touched memories the demo did not write")
+        return
+    report = store.sweep(now=when)
+    summary.sweeps += 1
+    summary.swept += len(report.decisions)
 
 
 def _session(

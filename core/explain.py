@@ -62,8 +62,8 @@ def _outlook(store: MemoryStore, memory: Memory, value: float, hours: float, now
     settings = store.settings
     cfg = settings.decay
     rate = decay.effective_rate(memory.type, memory.access_count, cfg)
-    used = f"recalled {memory.access_count} times" if memory.access_count else "never recalled"
-    base = f"Strength {value:.2f} after {duration(hours)} unused ({used}; {article(memory.type)} decays {rate:g}/h)"
+    used = f"recalled {memory.access_count} time{'s' if memory.access_count != 1 else ''}" if memory.access_count else "never recalled"
+    base = f"Strength {value:.2f} after {duration(hours)} unused ({used}; {article(memory.type)}: {decay.half_life_text(rate)})"
     if decay.forgettable_by_strength(memory.layer, memory.type):
         fade = decay.fades_at(memory, cfg.forget_threshold, cfg)
         if fade is not None:

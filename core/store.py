@@ -193,6 +193,7 @@ class MemoryStore:
         origin: str | Origin = Origin.AGENT,
         pinned: bool = False,
         supersede: bool = True,
+        supersede_id: int | None = None,
         now: datetime | None = None,
     ) -> Memory:
         """Store a memory and return it.
@@ -201,11 +202,15 @@ class MemoryStore:
         most similar latest memory above the threshold (same project or no project): it becomes that chain's next
         version and the old one stops being latest. A best match above the advisory threshold is linked as
         ``related`` instead. ``importance`` defaults to the cold-start estimate from the text.
+
+        ``supersede_id`` names the memory to supersede (the latest of its chain, same layer, compatible project)
+        whatever the similarity, as when a person confirms an advisory match; without a project of its own the new
+        version takes the chain's.
         """
         return self.memories.remember(
             content, type=type, title=title, layer=layer, project=project, tags=tags, importance=importance, ttl_days=ttl_days,
             session_id=session_id, metadata=metadata, source_ref=source_ref, origin=origin, pinned=pinned, supersede=supersede,
-            now=resolve_now(now),
+            supersede_id=supersede_id, now=resolve_now(now),
         )  # fmt: skip
 
     def remember_many(
@@ -477,12 +482,15 @@ class MemoryStore:
         pinned: bool | None = None,
         ttl_days: float | None = None,
         clear_ttl: bool = False,
+        project: str | None = None,
+        clear_project: bool = False,
         now: datetime | None = None,
     ) -> Memory:
-        """Change a memory's importance, tags, pinning or TTL (audited). Text never changes in place:
-        remembering a new text makes a new version."""
+        """Change a memory's importance, tags, pinning, TTL or project (audited). Text never changes in place:
+        remembering a new text makes a new version. ``clear_ttl``/``clear_project`` remove the TTL/project."""
         return self.memories.update(
-            memory_id, importance=importance, tags=tags, pinned=pinned, ttl_days=ttl_days, clear_ttl=clear_ttl, now=resolve_now(now)
+            memory_id, importance=importance, tags=tags, pinned=pinned, ttl_days=ttl_days, clear_ttl=clear_ttl, project=project,
+            clear_project=clear_project, now=resolve_now(now),
         )
 
     # forgetting -----------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from memlens.config import default_store_path
@@ -23,11 +25,29 @@ def make_application(argv: list[str] | None = None) -> QtWidgets.QApplication:
         return existing
     QtGui.QGuiApplication.setHighDpiScaleFactorRoundingPolicy(QtCore.Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     app = QtWidgets.QApplication(argv if argv is not None else sys.argv[:1])
+    configure_application(app)
+    return app
+
+
+def configure_application(app: QtWidgets.QApplication) -> None:
+    """Name the application (for QSettings) and give it its icon. No display name is set: Qt would append it to
+    every window title, and the main window's title already begins with "memlens"."""
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
-    app.setApplicationDisplayName("memlens")
     app.setWindowIcon(icon("app"))
-    return app
+
+
+NO_DISPLAY = "memlens gui: no display found; set DISPLAY or use QT_QPA_PLATFORM=offscreen"
+
+
+def display_problem(environ: Mapping[str, str], platform: str) -> str | None:
+    """Why a window cannot open here, or None. On Linux without DISPLAY, WAYLAND_DISPLAY or QT_QPA_PLATFORM, Qt
+    would abort with a message about the xcb plugin that sends people looking for missing libraries."""
+    if not platform.startswith("linux"):
+        return None
+    if any(environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
+        return None
+    return NO_DISPLAY
 
 
 #: How long ``--check`` waits for the window to open the store and show its first page.
@@ -40,6 +60,10 @@ def main(path: str | Path | None = None, *, theme_name: str | None = None, check
     With ``check`` the window opens the store, shows its first page, then closes and returns 0 (1 if it could not
     within a minute): a way to prove an installation works, resources included, without a person at the screen.
     """
+    problem = display_problem(os.environ, sys.platform) if QtWidgets.QApplication.instance() is None else None
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     app = make_application()
     settings = QtCore.QSettings(ORGANIZATION, APPLICATION)
     prefs = Preferences.load(settings)

@@ -117,9 +117,9 @@ class ForgetDialog(QtWidgets.QDialog):
 
 
 class EditDialog(QtWidgets.QDialog):
-    """Edit a memory's importance, tags and pinning (its text never changes in place)."""
+    """Edit a memory's importance, tags, pinning, project and TTL (its text never changes in place)."""
 
-    def __init__(self, memory: Memory, parent: QtWidgets.QWidget | None = None) -> None:
+    def __init__(self, memory: Memory, parent: QtWidgets.QWidget | None = None, *, now: datetime | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("editDialog")
         self.setWindowTitle(f"Edit #{memory.id}")
@@ -133,6 +133,19 @@ class EditDialog(QtWidgets.QDialog):
         self.tags.setPlaceholderText("comma-separated")
         self.pinned = _name(QtWidgets.QCheckBox("Pinned: keeps its strength and no sweep ever touches it"), "editPinned", "Pinned")
         self.pinned.setChecked(memory.pinned)
+        self.project = _name(QtWidgets.QLineEdit(memory.project or ""), "editProject", "Project")
+        self.project.setPlaceholderText("none")
+        # The TTL as days from now; 0 means none. Saved only when changed, so an untouched dialog keeps the expiry.
+        self.ttl = _name(QtWidgets.QDoubleSpinBox(), "editTtl", "Forget after (days from now)")
+        self.ttl.setRange(0.0, 36500.0)
+        self.ttl.setDecimals(1)
+        self.ttl.setSpecialValueText("no TTL")
+        self.ttl.setSuffix(" days")
+        moment = now or datetime.now(timezone.utc)
+        self._ttl_days = round(max(0.0, (memory.forget_after - moment).total_seconds() / 86400), 1) if memory.forget_after else 0.0
+        if memory.forget_after is not None and self._ttl_days == 0.0:
+            self._ttl_days = 0.1  # expired or about to: still a TTL, not "none"
+        self.ttl.setValue(self._ttl_days)
         title = QtWidgets.QLabel(f"<b>#{memory.id}</b> {html.escape(memory.title)}")
         title.setWordWrap(True)
         note = QtWidgets.QLabel("To change the text, store a new version (File > New memory): text is never edited in place.")
@@ -142,6 +155,8 @@ class EditDialog(QtWidgets.QDialog):
         form.addRow("Importance", self.importance)
         form.addRow("Tags", self.tags)
         form.addRow("", self.pinned)
+        form.addRow("Project", self.project)
+        form.addRow("Forget after", self.ttl)
         buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
         _name(buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save), "editSave", "Save")
         buttons.accepted.connect(self.accept)
@@ -163,6 +178,12 @@ class EditDialog(QtWidgets.QDialog):
             out["tags"] = tags
         if self.pinned.isChecked() != self.memory.pinned:
             out["pinned"] = self.pinned.isChecked()
+        project = self.project.text().strip() or None
+        if project != self.memory.project:
+            out.update({"project": project} if project else {"clear_project": True})
+        ttl = round(self.ttl.value(), 1)
+        if ttl != self._ttl_days:
+            out.update({"ttl_days": ttl} if ttl > 0 else {"clear_ttl": True})
         return out
 
 

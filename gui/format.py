@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -76,77 +77,219 @@ def id_list(ids: Iterable[int], limit: int = 8) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-_OPERATION_WORDS = {
-    "remember": "stored",
-    "supersede": "stored a new version",
-    "remember_many": "stored in bulk",
-    "recall": "recalled",
-    "update": "edited",
-    "forget": "forgot",
-    "forget_session": "forgot a session",
-    "configure": "changed settings",
-    "relate": "linked",
-    "end_session": "ended a session",
-    "sweep": "swept",
-    "consolidate": "consolidated",
-    "import": "imported",
-    "export": "exported",
+def _others(entry: AuditEntry, *known: Any) -> list[int]:
+    """The entry's targets other than the ids in ``known`` (the log keeps targets sorted, so position says nothing)."""
+    skip = {k for k in known if isinstance(k, int)}
+    return [i for i in entry.target_ids if i not in skip]
+
+
+def _count(d: dict[str, Any], key: str, fallback: int) -> int:
+    value = d.get(key, fallback)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else fallback
+
+
+def _remember(entry: AuditEntry) -> str:
+    d = entry.details
+    kind = str(d.get("type", "memory"))
+    new = _others(entry, d.get("similar_to"))
+    text = f"stored {'an' if kind[:1] in 'aeiou' else 'a'} {kind} in {d.get('layer', '?')}"
+    if new:
+        text += f": {id_list(new, 4)}"
+    if "similar_to" in d:
+        text += f" (similar to #{d['similar_to']}, similarity {d.get('similarity', 0):.2f})"
+    return text
+
+
+def _supersede(entry: AuditEntry) -> str:
+    d = entry.details
+    new = _others(entry, d.get("superseded"))
+    how = "chosen by hand" if d.get("chosen") else "similarity"
+    return (
+        f"stored {id_list(new, 4) or '?'} as version {d.get('version', '?')}, superseding #{d.get('superseded', '?')} "
+        f"({how} {d.get('similarity', 0):.2f})"
+    )
+
+
+def _remember_many(entry: AuditEntry) -> str:
+    d = entry.details
+    count = _count(d, "count", len(entry.target_ids))
+    text = f"stored {plural(count, 'memory', 'memories')} in bulk"
+    if "first_id" in d and "last_id" in d:
+        text += f": #{d['first_id']}" + (f" to #{d['last_id']}" if d["last_id"] != d["first_id"] else "")
+    return text
+
+
+def _recall(entry: AuditEntry) -> str:
+    return f"recalled {id_list(entry.target_ids, 4)}"
+
+
+def _ttl(value: Any) -> str:
+    if not isinstance(value, str):
+        return "none"
+    try:
+        return when(datetime.fromisoformat(value))
+    except ValueError:
+        return value
+
+
+def _update(entry: AuditEntry) -> str:
+    d = entry.details
+    changes: list[str] = []
+    if "importance" in d:
+        changes.append(f"importance {d['importance'][0]:.2f} → {d['importance'][1]:.2f}")
+    if "pinned" in d:
+        changes.append("pinned" if d["pinned"][1] else "unpinned")
+    if "tags" in d:
+        changes.append(f"tags +{d['tags'].get('added', 0)} -{d['tags'].get('removed', 0)}")
+    if "forget_after" in d:
+        old, new = d["forget_after"]
+        changes.append("TTL removed" if new is None else f"TTL {_ttl(old)} → {_ttl(new)}" if old else f"TTL set to {_ttl(new)}")
+    if "project" in d:
+        old, new = d["project"]
+        changes.append(f"project {old or 'none'} → {new or 'none'}")
+    return f"edited {id_list(entry.target_ids, 4)}: " + (", ".join(changes) or "no change")
+
+
+def _forget(entry: AuditEntry) -> str:
+    d = entry.details
+    text = f"forgot {plural(_count(d, 'count', len(entry.target_ids)), 'memory', 'memories')}"
+    if d.get("whole_chain"):
+        text += " (whole version chains)"
+    if d.get("session_id"):
+        text += f" of session {d['session_id']}"
+    if entry.target_ids:
+        text += f": {id_list(entry.target_ids, 4)}"
+    if d.get("reason"):
+        text += f" - reason: {d['reason']}"
+    return text
+
+
+def _sweep(entry: AuditEntry) -> str:
+    d = entry.details
+    action = str(d.get("action", ""))
+    rule = f" (rule {d['rule']})" if d.get("rule") else ""
+    reason = f": {d['reason']}" if d.get("reason") else ""
+    if action == "write_archive":
+        sources = [i for i in d.get("source_ids", []) if isinstance(i, int)]
+        return f"sweep wrote archive {id_list(entry.target_ids, 4)} of {plural(len(sources), 'forgotten memory', 'forgotten memories')}{rule}"
+    if action == "mark_not_latest":
+        # The reason names the newer memory; the other target is the one hidden as its previous version.
+        newer = d.get("newer_id")
+        if not isinstance(newer, int):
+            named = re.search(r"#(\d+)", str(d.get("reason", "")))
+            newer = int(named.group(1)) if named else None
+        hidden = _others(entry, newer)
+        if newer is not None and hidden:
+            return f"sweep hid {id_list(hidden, 4)} as the previous version of #{newer}{rule}{reason}"
+        return f"sweep hid a near-duplicate among {id_list(entry.target_ids, 4)}{rule}{reason}"
+    if action == "archive":
+        into = f" into #{d['archived_into']}" if d.get("archived_into") else ""
+        return f"sweep archived {id_list(entry.target_ids, 4)}{into}{rule}{reason}"
+    verb = {"forget": "forgot"}.get(action, action.replace("_", " ") or "acted on")
+    return f"sweep {verb} {id_list(entry.target_ids, 4)}{rule}{reason}"
+
+
+def _sweep_run(entry: AuditEntry) -> str:
+    d = entry.details
+    counts: dict[str, Any] = d["counts"] if isinstance(d.get("counts"), dict) else {}
+    parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
+    return f"sweep run: {plural(_count(d, 'decisions', 0), 'decision')}" + (f" ({parts})" if parts else "")
+
+
+def _relate(entry: AuditEntry) -> str:
+    return f"linked {' and '.join(f'#{i}' for i in entry.target_ids)} as {entry.details.get('kind', 'related')}"
+
+
+def _end_session(entry: AuditEntry) -> str:
+    return f"ended session {entry.details.get('session_id', '?')}"
+
+
+def _configure(entry: AuditEntry) -> str:
+    changes = entry.details.get("changes")
+    return "changed settings: " + ", ".join(sorted(changes)) if isinstance(changes, dict) and changes else "changed settings"
+
+
+def _consolidate(entry: AuditEntry) -> str:
+    d = entry.details
+    parts = [
+        plural(_count(d, key, 0), word, many)
+        for key, word, many in (
+            ("episodes", "episode", None),
+            ("facts", "fact", None),
+            ("workflows", "workflow", None),
+            ("reinforced", "reinforced", "reinforced"),
+            ("superseded", "superseded", "superseded"),
+        )
+        if _count(d, key, 0)
+    ]
+    text = f"consolidated {plural(_count(d, 'sessions', 0), 'session')}"
+    return text + (f": {', '.join(parts)}" if parts else ": nothing new") + (f" ({d['method']})" if d.get("method") else "")
+
+
+def _import(entry: AuditEntry) -> str:
+    d = entry.details
+    text = f"imported {plural(_count(d, 'created', len(entry.target_ids)), 'memory', 'memories')}"
+    extra = [f"{k.replace('_', ' ')} {d[k]}" for k in ("updated", "skipped", "sessions_created", "relations_created") if _count(d, k, 0)]
+    return text + (f" from {d['format']}" if d.get("format") else "") + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _embed(entry: AuditEntry) -> str:
+    d = entry.details
+    # ``pending`` is how many were waiting when the run began, ``stored`` how many of them got a vector.
+    stored, pending = _count(d, "stored", 0), _count(d, "pending", 0)
+    text = f"embedded {plural(stored, 'memory', 'memories')}" + (f" of {pending} waiting" if pending != stored else "")
+    return text + f" with {d.get('model', '?')}" + (" (the embedding service failed)" if d.get("failed") else "")
+
+
+def _repair(entry: AuditEntry) -> str:
+    repairs = [str(r) for r in entry.details.get("repairs", [])]
+    return "repaired the store: " + ("; ".join(repairs) if repairs else "nothing needed repair")
+
+
+def _flag_review(entry: AuditEntry) -> str:
+    sources = [i for i in entry.details.get("forgotten_sources", []) if isinstance(i, int)]
+    return f"flagged {id_list(entry.target_ids, 4)} for review: derived from the forgotten {id_list(sources, 4)}"
+
+
+def _reviewed(entry: AuditEntry) -> str:
+    return f"marked {id_list(entry.target_ids, 4)} as reviewed"
+
+
+#: One renderer per audit operation the core writes (tests/test_audit_rendering.py finds the operations in the
+#: code, so a new operation without an entry here fails there).
+AUDIT_RENDERERS: dict[str, Callable[[AuditEntry], str]] = {
+    "remember": _remember,
+    "supersede": _supersede,
+    "remember_many": _remember_many,
+    "recall": _recall,
+    "update": _update,
+    "forget": _forget,
+    "forget_session": _forget,
+    "sweep": _sweep,
+    "sweep_run": _sweep_run,
+    "relate": _relate,
+    "end_session": _end_session,
+    "configure": _configure,
+    "consolidate": _consolidate,
+    "import": _import,
+    "embed": _embed,
+    "repair": _repair,
+    "flag_review": _flag_review,
+    "reviewed": _reviewed,
 }
 
 
 def audit_summary(entry: AuditEntry) -> str:
-    """One readable line for an audit entry: what happened, to what, and why."""
+    """One readable line for an audit entry: what happened, to which memories, and why."""
+    render = AUDIT_RENDERERS.get(entry.operation)
+    if render is not None:
+        try:
+            return render(entry)
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass  # an entry written by an older memlens with other details: fall back to the plain form below
     d = entry.details
-    verb = _OPERATION_WORDS.get(entry.operation, entry.operation.replace("_", " "))
-    targets = id_list(entry.target_ids, 4) if entry.target_ids else ""
-    if entry.operation in ("forget", "forget_session", "sweep_forget"):
-        count = d.get("count", len(entry.target_ids))
-        text = f"forgot {plural(int(count), 'memory', 'memories')}"
-        if d.get("whole_chain"):
-            text += " (whole version chains)"
-        if d.get("session_id"):
-            text += f" of session {d['session_id']}"
-        if targets:
-            text += f": {targets}"
-        if d.get("reason"):
-            text += f" - reason: {d['reason']}"
-        return text
-    if entry.operation == "sweep":
-        action = str(d.get("action", "acted on")).replace("_", " ")
-        verb = {"forget": "forgot", "mark not latest": "hid", "archive": "archived"}.get(action, action)
-        text = f"sweep {verb} {targets}" + (f" (rule {d['rule']})" if d.get("rule") else "")
-        return text + (f": {d['reason']}" if d.get("reason") else "")
-    if entry.operation == "sweep_run":
-        counts: dict[str, Any] = d["counts"] if isinstance(d.get("counts"), dict) else {}
-        parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if v)
-        return f"sweep run: {plural(int(d.get('decisions', 0)), 'decision')}" + (f" ({parts})" if parts else "")
-    if entry.operation == "supersede":
-        return f"stored #{entry.target_ids[0] if entry.target_ids else '?'} as version {d.get('version', '?')}, superseding #{d.get('superseded', '?')} (similarity {d.get('similarity', 0):.2f})"
-    if entry.operation == "remember":
-        kind = str(d.get("type", "memory"))
-        text = f"stored {'an' if kind[:1] in 'aeiou' else 'a'} {kind} in {d.get('layer', '?')}"
-        if targets:
-            text += f": {targets}"
-        if "similar_to" in d:
-            text += f" (similar to #{d['similar_to']}, {d.get('similarity', 0):.2f})"
-        return text
-    if entry.operation == "update":
-        changes: list[str] = []
-        if "importance" in d:
-            changes.append(f"importance {d['importance'][0]:.2f} → {d['importance'][1]:.2f}")
-        if "pinned" in d:
-            changes.append("pinned" if d["pinned"][1] else "unpinned")
-        if "tags" in d:
-            changes.append(f"tags +{d['tags'].get('added', 0)} -{d['tags'].get('removed', 0)}")
-        if "forget_after" in d:
-            changes.append("TTL changed")
-        return f"edited {targets}: " + (", ".join(changes) or "no change")
-    if entry.operation == "recall":
-        return f"recalled {targets}"
-    if entry.operation == "configure":
-        return "changed settings: " + ", ".join(sorted(d.get("changes", {}))) if isinstance(d.get("changes"), dict) else "changed settings"
     numbers = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-    text = verb + (f" {targets}" if targets else "")
+    text = entry.operation.replace("_", " ") + (f" {id_list(entry.target_ids, 4)}" if entry.target_ids else "")
     return text + (f" ({numbers})" if numbers else "")
 
 

@@ -3,7 +3,8 @@
 As the person types (debounced), ``MemoryStore.preview_supersede`` runs on the reader thread and the dialog shows the
 decision ``remember`` would make: the memory it would supersede, or the advisory "similar to" match, the similarity
 against the threshold, and the shared and differing words highlighted on both sides. Then: save (as decided), save
-as a separate memory (no supersede), or cancel.
+as a separate memory (no supersede), save a "similar" match as its new version anyway, or cancel. A new version
+without a project of its own joins its chain's project, and the preview says so.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Candidate:
     project: str | None
     tags: tuple[str, ...]
     supersede: bool
+    #: The memory to supersede whatever the similarity (the person chose "save as new version" for a match).
+    supersede_id: int | None = None
 
 
 class SimilarityBar(QtWidgets.QWidget):
@@ -149,6 +152,11 @@ class NewMemoryDialog(QtWidgets.QDialog):
         self.save_button.setObjectName("saveButton")
         self.separate_button = self.buttons.addButton("Save as separate memory", QtWidgets.QDialogButtonBox.ButtonRole.ActionRole)
         self.separate_button.setObjectName("saveSeparateButton")
+        self.version_button = self.buttons.addButton("Save as new version", QtWidgets.QDialogButtonBox.ButtonRole.ActionRole)
+        self.version_button.setObjectName("saveAsVersionButton")
+        self.version_button.setAccessibleName("Save as a new version of the similar memory")
+        self.version_button.clicked.connect(self._finish_as_version)
+        self._forced_id: int | None = None
         cancel = self.buttons.addButton(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
         cancel.setObjectName("cancelButton")
         self.save_button.clicked.connect(lambda: self._finish(True))
@@ -222,14 +230,15 @@ class NewMemoryDialog(QtWidgets.QDialog):
             target = preview.target
             if preview.action == "supersede" and target is not None:
                 self.decision.setText(
-                    f"<b>Supersedes #{target.id}</b> (v{target.version}): similarity <b>{preview.similarity:.2f}</b> is above the "
-                    f"threshold {preview.threshold:.2f}. Saving makes this version {target.version + 1} of that memory; the old "
-                    "version is kept, out of search."
+                    f"<b>Supersedes #{target.id}</b> (v{target.version}, {self._project_words(target.project)}): similarity "
+                    f"<b>{preview.similarity:.2f}</b> is above the threshold {preview.threshold:.2f}. Saving makes this version "
+                    f"{target.version + 1} of that memory{self._joins(target.project)}; the old version is kept, out of search."
                 )
             elif preview.action == "similar" and target is not None:
                 self.decision.setText(
-                    f"<b>Similar to #{target.id}</b>: similarity {preview.similarity:.2f} is above {preview.advisory_threshold:.2f} "
-                    f"but not above the supersede threshold {preview.threshold:.2f}. It will be stored separately and linked as related."
+                    f"<b>Similar to #{target.id}</b> ({self._project_words(target.project)}): similarity {preview.similarity:.2f} is "
+                    f"above {preview.advisory_threshold:.2f} but not above the supersede threshold {preview.threshold:.2f}. It will be "
+                    "stored separately and linked as related, unless you save it as a new version of that memory."
                 )
             else:
                 self.decision.setText(
@@ -245,6 +254,16 @@ class NewMemoryDialog(QtWidgets.QDialog):
         self._update_buttons()
         self.previewed.emit(preview)
 
+    @staticmethod
+    def _project_words(project: str | None) -> str:
+        return f"project <b>{html.escape(project)}</b>" if project else "no project"
+
+    def _joins(self, project: str | None) -> str:
+        """What happens to the project: a new version without one of its own stays in its chain's project."""
+        if project and self._fields()[2] is None:
+            return f", in its project <b>{html.escape(project)}</b>"
+        return ""
+
     def _update_buttons(self) -> None:
         p = self.preview
         has_text = bool(self.text.toPlainText().strip())
@@ -257,13 +276,35 @@ class NewMemoryDialog(QtWidgets.QDialog):
             self.save_button.setText("Save")
         self.separate_button.setVisible(p is not None and p.action == "supersede")
         self.separate_button.setEnabled(has_text)
+        similar = p is not None and p.target is not None and p.action == "similar"
+        self.version_button.setVisible(similar)
+        self.version_button.setEnabled(has_text and similar)
+        if similar and p is not None and p.target is not None:
+            self.version_button.setText(f"Save as new version of #{p.target.id}")
 
     def _finish(self, supersede: bool) -> None:
         self._choice = supersede
+        self._forced_id = None
+        self.accept()
+
+    def _finish_as_version(self) -> None:
+        p = self.preview
+        if p is None or p.target is None:
+            return
+        self._choice = True
+        self._forced_id = p.target.id
         self.accept()
 
     def candidate(self) -> Candidate:
-        """What to store and whether supersede detection applies (False for "save as separate memory")."""
+        """What to store and whether supersede detection applies (False for "save as separate memory").
+
+        When the text becomes a new version (as previewed, or chosen for a "similar" match) and no project was
+        given, it takes the project of the chain it joins, so project-scoped searches still find the fact."""
         content, type_, project = self._fields()
         tags = tuple(t.strip() for t in self.tags.text().split(",") if t.strip())
-        return Candidate(content, type_, project, tags, bool(self._choice) if self._choice is not None else True)
+        supersede = bool(self._choice) if self._choice is not None else True
+        p = self.preview
+        joins = p is not None and p.target is not None and supersede and (p.action == "supersede" or self._forced_id is not None)
+        if joins and project is None and p is not None and p.target is not None:
+            project = p.target.project
+        return Candidate(content, type_, project, tags, supersede, self._forced_id)

@@ -7,8 +7,9 @@ Several memories can share one chart (compare mode); each gets its own colour. T
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memlens.decay import StrengthCurve
 from memlens.gui import format as fmt
@@ -31,6 +32,29 @@ class CurveData:
 
 def _ms(ts: float) -> float:
     return ts * 1000.0
+
+
+#: Tick steps the time axis may use, in seconds: whole hours under three days, whole days above.
+_HOUR_STEPS = (1, 2, 3, 4, 6, 12)
+_DAY_STEPS = (1, 2, 3, 7, 14, 30, 61, 91, 182, 365)
+MAX_TICKS = 8
+
+
+def even_ticks(t_min: float, t_max: float) -> tuple[float, float, int]:
+    """An axis range covering [t_min, t_max] that starts on a local midnight (or whole hour) and spans a whole
+    number of equal steps, and its tick count: every tick lands on a date (or hour) the same distance apart,
+    never "Dec 1, 3, 4, 6" from rounding uneven steps to the day."""
+    span = max(t_max - t_min, 3600.0)
+    hourly = span < 3 * 86400
+    steps = [h * 3600 for h in _HOUR_STEPS] if hourly else [d * 86400 for d in _DAY_STEPS]
+    start_dt = datetime.fromtimestamp(t_min).astimezone()
+    start_dt = start_dt.replace(minute=0, second=0, microsecond=0) if hourly else start_dt.replace(hour=0, minute=0, second=0, microsecond=0)
+    start = start_dt.timestamp()
+    step = next((st for st in steps if math.ceil((t_max - start) / st) <= MAX_TICKS - 1), steps[-1])
+    intervals = max(1, math.ceil((t_max - start) / step))
+    # Whole days in local time (a DST change makes a day 23 or 25 hours): add days on the calendar, not seconds.
+    end = (start_dt + timedelta(seconds=intervals * step)).timestamp() if hourly else (start_dt + timedelta(days=intervals * step // 86400)).timestamp()
+    return start, end, intervals + 1
 
 
 class StrengthChart(QtWidgets.QWidget):
@@ -56,6 +80,11 @@ class StrengthChart(QtWidgets.QWidget):
         layout.addWidget(self.view, 1)
         layout.addWidget(self.caption)
         self.curves: list[CurveData] = []
+        #: The label over the "now" line, kept above the plot area's top edge as the chart resizes.
+        self.now_label = QtWidgets.QGraphicsSimpleTextItem("now", self.chart)
+        self.now_label.setZValue(20)
+        self._now_ts: float | None = None
+        self.chart.plotAreaChanged.connect(self._place_now_label)
         self.clear()
 
     def clear(self, message: str = "Select a memory to see its strength over time.") -> None:
@@ -66,6 +95,8 @@ class StrengthChart(QtWidgets.QWidget):
         self.caption.setText(message)
 
     def _reset_chart(self) -> None:
+        self._now_ts = None
+        self.now_label.hide()
         self.chart.removeAllSeries()
         for axis in list(self.chart.axes()):
             self.chart.removeAxis(axis)
@@ -76,6 +107,16 @@ class StrengthChart(QtWidgets.QWidget):
         self.chart.setBackgroundBrush(pal.color(QtGui.QPalette.ColorRole.Base))
         self.chart.setTitleBrush(pal.color(QtGui.QPalette.ColorRole.Text))
         self.chart.legend().setLabelColor(pal.color(QtGui.QPalette.ColorRole.Text))
+        self.now_label.setBrush(pal.color(QtGui.QPalette.ColorRole.Text))
+
+    def _place_now_label(self) -> None:
+        if self._now_ts is None or not self.chart.series():
+            self.now_label.hide()
+            return
+        point = self.chart.mapToPosition(QtCore.QPointF(_ms(self._now_ts), 1.0), self.chart.series()[0])
+        width = self.now_label.boundingRect().width()
+        self.now_label.setPos(point.x() - width / 2, point.y() - self.now_label.boundingRect().height() - 1)
+        self.now_label.show()
 
     def show_curves(self, curves: list[CurveData]) -> None:
         """Draw these memories' curves (one: full detail; several: compared on one chart)."""
@@ -105,31 +146,47 @@ class StrengthChart(QtWidgets.QWidget):
         t_min = min(float(c.curve.times[0]) for c in curves)
         t_max = max(float(c.curve.times[-1]) for c in curves)
         notes: list[str] = []
+        drawn: set[str] = set()
         for n, data in enumerate(curves):
             color = QtGui.QColor(PALETTE[n % len(PALETTE)])
             label = f"#{data.memory.id}" if not single else "strength"
-            self._add_curve(data, color, label, x_axis, y_axis, single)
+            drawn |= self._add_curve(data, color, label, x_axis, y_axis, single)
             notes.append(self._note(data, single, color))
         threshold = curves[0].threshold
-        self._add_line([(t_min, threshold), (t_max, threshold)], QtGui.QColor("#c0392b"), f"threshold {threshold:.2f}", x_axis, y_axis, dashed=True)
         now = curves[0].now.timestamp()
         if t_min <= now <= t_max:
-            self._add_line([(now, 0.0), (now, 1.0)], grid.darker(130), "now", x_axis, y_axis, dashed=False, legend=False)
-        x_axis.setRange(QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(t_min))), QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(t_max))))
-        if (t_max - t_min) < 3 * 86400:
+            self._add_line([(now, 0.0), (now, 1.0)], grid.darker(130), "now", x_axis, y_axis, style=QtCore.Qt.PenStyle.SolidLine, legend=False)
+            self._now_ts = now
+        # Drawn last, so it lies over a projection that sits on it (knowledge at a floor equal to the threshold),
+        # and dotted, so the two stay apart where they meet.
+        self._add_line(
+            [(t_min, threshold), (t_max, threshold)], QtGui.QColor("#c0392b"), f"threshold {threshold:.2f}", x_axis, y_axis,
+            style=QtCore.Qt.PenStyle.DotLine, width=2.0, legend=False,
+        )  # fmt: skip
+        start, end, ticks = even_ticks(t_min, t_max)
+        x_axis.setRange(QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(start))), QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(end))))
+        x_axis.setTickCount(ticks)
+        if (end - start) < 3 * 86400:
             x_axis.setFormat("MMM d hh:mm")
         self.chart.setTitle(f"#{curves[0].memory.id} {curves[0].memory.title}" if single else f"Comparing {len(curves)} memories")
-        # One memory: the series are explained in the caption (a legend would not fit a narrow pane).
+        # One memory: the series are explained in the caption (a legend would not fit a narrow pane). Several: the
+        # legend names the memories only; the shared lines are explained in the caption, where nothing is cut off.
         self.chart.legend().setVisible(not single)
-        key = ""
-        if single:
-            main = PALETTE[0]
-            key = (
-                f"<span style='color:{main}'>━</span> past strength &nbsp; <span style='color:{main}'>╍</span> projected &nbsp; "
-                f"<span style='color:{main}'>●</span> recall &nbsp; <span style='color:#c0392b'>╍</span> forget threshold {threshold:.2f} &nbsp; "
-                "<span style='color:#c0392b'>■</span> crossing &nbsp; <span style='color:#8e44ad'>┆</span> TTL<br>"
-            )
-        self.caption.setText(key + "<br>".join(notes))
+        main = PALETTE[0] if single else self.palette().color(QtGui.QPalette.ColorRole.Text).name()
+        keys = [f"<span style='color:{main}'>━</span> past strength", f"<span style='color:{main}'>╍</span> projected"]
+        if "recall" in drawn:
+            keys.append(f"<span style='color:{main}'>●</span> recall")
+        keys.append(f"<span style='color:#c0392b'>┈</span> forget threshold {threshold:.2f}")
+        if self._now_ts is not None:
+            keys.append("┃ now")
+        if "crossing" in drawn:
+            keys.append("<span style='color:#c0392b'>■</span> crossing")
+        if "ttl" in drawn:
+            keys.append(f"<span style='color:{'#8e44ad' if single else main}'>╎</span> TTL")
+        #: The words of the caption's key, for tests and screen readers.
+        self.key_items = [html.unescape(k.split("</span>")[-1]).strip() for k in keys]
+        self.caption.setText(" &nbsp; ".join(keys) + "<br>" + "<br>".join(notes))
+        self._place_now_label()
 
     def _note(self, data: CurveData, single: bool, color: QtGui.QColor) -> str:
         m = data.memory
@@ -158,22 +215,32 @@ class StrengthChart(QtWidgets.QWidget):
         x_axis: QtCharts.QAbstractAxis,
         y_axis: QtCharts.QAbstractAxis,
         single: bool,
-    ) -> None:
+    ) -> set[str]:
+        """Add one memory's series; returns which optional marks were drawn ("recall", "crossing", "ttl")."""
+        drawn: set[str] = set()
         curve = data.curve
+        ttl = data.memory.forget_after
+        # The projection stops where the TTL ends the memory: past it there is nothing left to decay.
+        stop = ttl.timestamp() if ttl is not None else math.inf
         past = QtCharts.QLineSeries()
         future = QtCharts.QLineSeries()
         past.setName(f"{label} (past)" if single else label)
         future.setName("projected")
-        last_past: tuple[float, float] | None = None
+        last: tuple[float, float] | None = None
         for t, v, is_past in zip(curve.times.tolist(), curve.values.tolist(), curve.past.tolist(), strict=True):
             point = QtCore.QPointF(_ms(t), v)
             if is_past:
                 past.append(point)
-                last_past = (t, v)
             else:
-                if last_past is not None and future.count() == 0:
-                    future.append(QtCore.QPointF(_ms(last_past[0]), last_past[1]))
+                if last is not None and future.count() == 0:
+                    future.append(QtCore.QPointF(_ms(last[0]), last[1]))
+                if t > stop:
+                    if last is not None and last[0] < stop:
+                        share = (stop - last[0]) / (t - last[0])
+                        future.append(QtCore.QPointF(_ms(stop), last[1] + share * (v - last[1])))
+                    break
                 future.append(point)
+            last = (t, v)
         pen = QtGui.QPen(color, 2.2)
         past.setPen(pen)
         dashed = QtGui.QPen(color, 2.0)
@@ -197,6 +264,7 @@ class StrengthChart(QtWidgets.QWidget):
             self.chart.addSeries(recalls)
             recalls.attachAxis(x_axis)
             recalls.attachAxis(y_axis)
+            drawn.add("recall")
             if not single:
                 self.chart.legend().markers(recalls)[0].setVisible(False)
         t_end = float(curve.times[-1])
@@ -210,14 +278,16 @@ class StrengthChart(QtWidgets.QWidget):
             self.chart.addSeries(cross)
             cross.attachAxis(x_axis)
             cross.attachAxis(y_axis)
+            drawn.add("crossing")
             if not single:
                 self.chart.legend().markers(cross)[0].setVisible(False)
-        ttl = data.memory.forget_after
         if ttl is not None and float(curve.times[0]) <= ttl.timestamp() <= t_end:
             self._add_line(
                 [(ttl.timestamp(), 0.0), (ttl.timestamp(), 1.0)], QtGui.QColor("#8e44ad") if single else color, f"TTL {ttl.astimezone():%b %d}",
-                x_axis, y_axis, dashed=True, legend=single,
+                x_axis, y_axis, style=QtCore.Qt.PenStyle.DashLine, legend=False,
             )
+            drawn.add("ttl")
+        return drawn
 
     def _add_line(
         self,
@@ -227,16 +297,16 @@ class StrengthChart(QtWidgets.QWidget):
         x_axis: QtCharts.QAbstractAxis,
         y_axis: QtCharts.QAbstractAxis,
         *,
-        dashed: bool,
+        style: QtCore.Qt.PenStyle,
+        width: float = 1.4,
         legend: bool = True,
     ) -> None:
         series = QtCharts.QLineSeries()
         series.setName(name)
         for t, v in points:
             series.append(QtCore.QPointF(_ms(t), v))
-        pen = QtGui.QPen(color, 1.4)
-        if dashed:
-            pen.setStyle(QtCore.Qt.PenStyle.DashLine)
+        pen = QtGui.QPen(color, width)
+        pen.setStyle(style)
         series.setPen(pen)
         self.chart.addSeries(series)
         series.attachAxis(x_axis)

@@ -33,7 +33,7 @@ def test_memory_that_will_fade(store: MemoryStore, t0):
     fade = store.fades_at(obs.id)
     text = store.explain(obs.id, now=t0 + DAY)
     assert text == (
-        "Strength 0.47 after 24 hours unused (never recalled; an observation decays 0.01/h); it falls below 0.1 on "
+        "Strength 0.47 after 24 hours unused (never recalled; an observation: half-life 69 h); it falls below 0.1 on "
         f"{fade:%Y-%m-%d %H:%M} UTC (in 6 days) unless recalled, and the sweep then forgets it."
     )
 
@@ -43,7 +43,7 @@ def test_knowledge_on_its_floor(store: MemoryStore, t0):
     store.recall([fact.id], now=t0 + HOUR)
     text = store.explain(fact.id, now=t0 + 5000 * DAY)
     assert text == (
-        "Strength 0.10 after 5000 days unused (recalled 1 times; a fact decays 0.000666667/h), at its floor of 0.1; "
+        "Strength 0.10 after 5000 days unused (recalled 1 time; a fact: half-life 43 days), at its floor of 0.1; "
         "knowledge leaves only by TTL, capacity or by hand."
     )
 

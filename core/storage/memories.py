@@ -36,7 +36,7 @@ from memlens.storage.validation import (
     check_type,
     redacted_metadata,
 )
-from memlens.text import default_title, similarity_tokens
+from memlens.text import default_title, jaccard, similarity_tokens
 
 
 class MemoryRepository:
@@ -63,6 +63,7 @@ class MemoryRepository:
         source_ref: str | None = None,
         origin: str | Origin = Origin.AGENT,
         pinned: bool = False,
+        supersede_id: int | None = None,
         supersede: bool = True,
         now: datetime,
     ) -> Memory:
@@ -71,6 +72,11 @@ class MemoryRepository:
         Secrets are redacted first. In the knowledge layers (semantic, procedural) the new memory supersedes the
         most similar latest memory above the threshold (same project or no project): it becomes that chain's next
         version and the old one stops being latest. A best match above the advisory threshold is linked as
+
+        ``supersede_id`` names the memory to supersede instead of leaving it to similarity (a person confirming an
+        advisory match): it must be the latest version of its chain, in the same layer, with a compatible project;
+        the supersede is audited like any other, with ``"chosen": true``. Without a ``project`` of its own the new
+        version takes the chain's.
         ``related`` instead. ``importance`` defaults to the cold-start estimate from the text.
         """
         type_ = check_type(type)
@@ -88,7 +94,11 @@ class MemoryRepository:
         if imp is None:
             imp = decay.cold_start_importance(text)
         ttl = check_ttl(ttl_days)
+        chosen = check_id(supersede_id) if supersede_id is not None else None
         origin_name = check_origin(origin)
+            if chosen is not None:
+                # A version without a project of its own stays in its chain's project (project searches find it).
+                project = self._check_supersedable(conn, chosen, layer_name, project)
         with self.ctx.write() as conn:
             memory_id = self.insert_memory(
                 conn,
@@ -105,10 +115,23 @@ class MemoryRepository:
                 source_ref=source_ref,
                 origin=origin_name,
                 pinned=bool(pinned),
+                supersede_id=chosen,
                 detect=supersede,
                 now=now,
             )
             return self.get_in(conn, memory_id)
+    def _check_supersedable(self, conn: db.Connection, memory_id: int, layer: str, project: str | None) -> str | None:
+        """Refuse a ``supersede_id`` that a new memory of ``layer`` and ``project`` cannot supersede; return the
+        project the new version gets (its own, else the chain's)."""
+        target = self.get_in(conn, memory_id)
+        if not target.is_latest:
+            raise InvalidInput(f"#{memory_id} is not the latest version of its chain; supersede its latest version instead")
+        if target.layer != layer:
+            raise InvalidInput(f"#{memory_id} is in the {target.layer} layer, not {layer}")
+        if not supersede.compatible_projects(project, target.project):
+            raise InvalidInput(f"#{memory_id} belongs to project {target.project!r}, not {project!r}")
+        return project if project is not None else target.project
+
 
 
     def insert_memory(
@@ -130,17 +153,25 @@ class MemoryRepository:
         pinned: bool,
         detect: bool,
         now: datetime,
+        supersede_id: int | None = None,
         audit: bool = True,
     ) -> int:
         """Insert one checked memory inside the caller's write transaction and return its id.
 
-        With ``detect`` the supersede decision of :meth:`remember` is made (new version, related, or new chain).
+        With ``detect`` the supersede decision of :meth:`remember` is made (new version, related, or new chain);
+        ``supersede_id`` (checked by the caller) makes it the next version of that memory whatever the similarity.
         ``audit=False`` leaves the audit entry to the caller (consolidation and the sweep write one of their own).
         """
         ts = ts_from_dt(now)
         tokens = similarity_tokens(content)
         match = None
-        if detect:
+        if supersede_id is not None:
+            old_content = conn.execute("SELECT content FROM memories WHERE id = ?", (supersede_id,)).fetchone()[0]
+            other = similarity_tokens(old_content)
+            match = supersede.Match(
+                supersede_id, jaccard(tokens, other), tuple(sorted(tokens & other)), tuple(sorted(tokens - other)), tuple(sorted(other - tokens))
+            )
+        elif detect:
             match = supersede.find_best(
                 conn,
                 tokens,
@@ -149,7 +180,7 @@ class MemoryRepository:
                 probe_threshold=self.ctx.settings.advisory_threshold,
                 now=ts,
             )
-        superseding = match is not None and match.similarity > self.ctx.settings.supersede_threshold
+        superseding = supersede_id is not None or (match is not None and match.similarity > self.ctx.settings.supersede_threshold)
         if session_id is not None:
             ensure_session(conn, session_id, project, ts)
         version, parent_id, chain_id, supersedes, similarity = 1, None, None, [], None
@@ -209,6 +240,8 @@ class MemoryRepository:
             details: dict[str, Any] = {"layer": layer, "type": type_, "origin": origin, "version": version}
             if superseding:
                 assert match is not None
+                if supersede_id is not None:
+                    details["chosen"] = True
                 details.update(superseded=match.memory_id, similarity=round(match.similarity, 4))
             elif match is not None:
                 details.update(similar_to=match.memory_id, similarity=round(match.similarity, 4))
@@ -554,11 +587,16 @@ class MemoryRepository:
                     "UPDATE memories SET last_accessed_at = ?, access_count = ?, fade_at = ? WHERE id = ?",
                     (last, count, fade, memory_id),
                 )
+        project: str | None = None,
+        clear_project: bool = False,
                 conn.execute("INSERT INTO access_log(memory_id, at) VALUES (?, ?)", (memory_id, ts))
                 memories.append(memory_id)
             self.ctx.audit(conn, "recall", memories, {"count": len(memories)}, now)
             return [self.get_in(conn, i) for i in memories]
 
+        new_project = check_optional_name(project, "project")
+        if clear_project and new_project is not None:
+            raise InvalidInput("give a project or clear_project, not both")
 
     def update(
         self,
@@ -571,8 +609,8 @@ class MemoryRepository:
         clear_ttl: bool = False,
         now: datetime,
     ) -> Memory:
-        """Change a memory's importance, tags, pinning or TTL (audited). Text never changes in place:
-        remembering a new text makes a new version."""
+        """Change a memory's importance, tags, pinning, TTL or project (audited). Text never changes in place:
+        remembering a new text makes a new version. ``clear_ttl``/``clear_project`` remove the TTL/project."""
         imp = check_importance(importance)
         new_tags = check_tags(tags) if tags is not None else None
         ttl = check_ttl(ttl_days)
@@ -586,6 +624,10 @@ class MemoryRepository:
                 sets.append("importance = ?")
                 params.append(imp)
             if pinned is not None and bool(pinned) != m.pinned:
+            if (new_project is not None or clear_project) and new_project != m.project:
+                changes["project"] = [m.project, new_project]
+                sets.append("project = ?")
+                params.append(new_project)
                 changes["pinned"] = [m.pinned, bool(pinned)]
                 sets.append("pinned = ?")
                 params.append(int(bool(pinned)))

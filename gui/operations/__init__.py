@@ -93,6 +93,9 @@ class OpHost(Protocol):
     def apply_changes(self, changes: OpChanges) -> None:
         """Refresh the views ``changes`` names."""
 
+    def open_store(self, path: str | Path, *, create: bool = True) -> None:
+        """Show the store at ``path`` instead of the current one (the demo opens the demo store it wrote)."""
+
 
 StoreFn = Callable[[MemoryStore, TaskContext], T]
 

@@ -3,8 +3,9 @@ store's settings."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from memlens import demo
@@ -61,13 +62,41 @@ def consolidate(host: OpHost, *, now: datetime, llm: LLMConfig | None) -> StoreO
     return StoreOp(host, "consolidate", run, consolidate_changes, title="Consolidation failed")
 
 
-def load_demo(host: OpHost, *, now: datetime) -> StoreOp[demo.DemoSummary]:
-    """Write the demo (a few weeks of an agent's work) into the store, reporting progress."""
+class DemoOp(StoreOp[demo.DemoSummary]):
+    """Writing the demo; when it went into a new demo store beside the open one, the host opens that store after
+    the caller's ``success`` callback has run."""
+
+    def success(self, callback: Callable[[demo.DemoSummary], Any] | None) -> DemoOp:
+        host = self.host
+
+        def then_open(summary: demo.DemoSummary) -> None:
+            try:
+                if callback is not None:
+                    callback(summary)
+            finally:
+                if host.path is None or Path(summary.path) != host.path:
+                    host.open_store(Path(summary.path), create=False)
+
+        super().success(then_open)
+        return self
+
+
+def load_demo(host: OpHost, *, now: datetime) -> DemoOp:
+    """Write the demo (a few weeks of an agent's work), reporting progress: into the open store only when it has
+    never held a memory, otherwise into a new demo store beside it (``demo.db``), which is then opened. The demo's
+    back-dated sweeps must never reach a person's own memories."""
 
     def generate(store: MemoryStore, ctx: TaskContext) -> demo.DemoSummary:
-        return demo.generate(store, now=now, progress=lambda done, total: ctx.progress(done, total))
+        def step(done: int, total: int) -> None:
+            ctx.progress(done, total)
 
-    return StoreOp(host, "demo", generate, OpChanges.everything(), title="Could not load the demo", actor="demo")
+        if store.id_sequence() == 0:
+            return demo.generate(store, now=now, progress=step)
+        with MemoryStore.open(demo.demo_path_beside(store.path), actor="demo") as demo_store:
+            return demo.generate(demo_store, now=now, progress=step)
+
+    op = DemoOp(host, "demo", generate, OpChanges.everything(), title="Could not load the demo", actor="demo")
+    return op.success(None)
 
 
 def configure_store(host: OpHost, changes: Mapping[str, Any], *, now: datetime) -> StoreOp[StoreSettings]:
