@@ -51,6 +51,9 @@ PENDING_NAME = "hook-pending.jsonl"
 #: A hook gives up waiting for the write lock after about this long (plus SQLite's busy timeout) and keeps the
 #: event in the pending file instead: the agent is never held up for long, and nothing is lost.
 HOOK_LOCK_WAIT_SECONDS = 1.0
+#: Hook input beyond this many bytes is not read: the event is dropped with a note in hook.log. Real events are
+#: far smaller; parsing and redacting megabytes would hold the agent up for seconds.
+MAX_INPUT_BYTES = 1_000_000
 #: Prompts longer than this are cut (the observation is a record of what was asked, not a document store).
 MAX_PROMPT_CHARS = 20_000
 
@@ -164,7 +167,11 @@ def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None 
     """
     raw: bytes | str = b""
     try:
-        raw = stdin.read()
+        raw = stdin.read(MAX_INPUT_BYTES + 1)
+        if len(raw) > MAX_INPUT_BYTES:
+            # Not read to the end on purpose: the agent gets its answer now; the unread rest goes with the pipe.
+            _log(store_path, f"the hook input is larger than {MAX_INPUT_BYTES:,} bytes; the event was not recorded", raw[:300])
+            return 0
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
         try:
             event = json.loads(text)

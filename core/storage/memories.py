@@ -16,18 +16,17 @@ from typing import Any
 from memlens import db, decay, supersede
 from memlens.errors import InvalidInput, NotFound
 from memlens.models import RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
-from memlens.redact import redact, redact_value
+from memlens.redact import redact
 from memlens.storage.context import StoreContext, content_hash, to_json
 from memlens.storage.results import Relation, SupersedePreview
 from memlens.storage.rows import MEMORY_COLUMNS, RELATION_COLUMNS, memories_from_cursor, memory_from_row, relation_from_row
-from memlens.storage.sessions import ERROR_HINT, ensure_session, input_gist, one_line, render
+from memlens.storage.sessions import ensure_session, render_tool_call
 from memlens.storage.validation import (
     check_count,
     check_id,
     check_importance,
     check_key,
     check_layer,
-    check_metadata,
     check_optional_name,
     check_origin,
     check_tags,
@@ -420,27 +419,13 @@ class MemoryRepository:
         if session is None:
             raise InvalidInput("session_id must not be empty")
         tool = check_optional_name(tool_name, "tool_name") or "tool"
-        input_text, input_rules = render(tool_input, 4000)
-        output_text, output_rules = render(tool_output, 4000)
-        content = f"{tool}: {one_line(input_gist(tool_input, input_text), 300)}"
-        if output_text:
-            content += f" -> {one_line(output_text, 300)}"
-        # A small structured input is kept as the object it is (consolidation reads its keys); a large one as text.
-        structured_input: Any = input_text
-        if isinstance(tool_input, (dict, list)) and len(input_text) < 4000:
-            structured_input, _ = redact_value(check_metadata({"v": tool_input})["v"])
-        metadata: dict[str, Any] = {"tool_name": tool, "event": event, "tool_input": structured_input, "tool_response": output_text}
-        found = input_rules | output_rules
-        if found:
-            metadata["redactions"] = sorted(found)
-        is_error = bool(ERROR_HINT.search(output_text[:2000]))
-        if is_error:
-            metadata["error"] = True
+        call = render_tool_call(tool, tool_input, tool_output)
+        metadata: dict[str, Any] = {"tool_name": tool, "event": event, **call.metadata}
         imp = check_importance(importance)
         if imp is None:
-            imp = 0.5 if is_error else 0.2
+            imp = 0.5 if call.is_error else 0.2
         return self.remember(
-            content,
+            call.content,
             type="observation",
             layer=Layer.WORKING,
             project=project,

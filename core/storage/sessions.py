@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from memlens import db
 from memlens.errors import InvalidInput, NotFound
 from memlens.models import Memory, ts_from_dt
-from memlens.redact import redact
+from memlens.redact import redact, redact_value
 from memlens.storage.context import StoreContext, to_json
 from memlens.storage.results import Session
 from memlens.storage.rows import MEMORY_COLUMNS, SESSION_COLUMNS, memory_from_row, session_from_row
-from memlens.storage.validation import check_count, check_key, check_optional_name, redacted_metadata
+from memlens.storage.validation import check_count, check_key, check_metadata, check_optional_name, redacted_metadata
 from memlens.text import clean_text
 
 
@@ -177,3 +178,133 @@ def one_line(text: str, limit: int) -> str:
     """``text`` on one line (runs of whitespace as one space), cut to ``limit`` characters with an ellipsis."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#: Lines of a command's stdout and stderr kept in the observation's text (the whole response is in its metadata).
+OUTPUT_LINES = 8
+#: Changed lines of an edit quoted in the observation's text.
+DIFF_LINES = 6
+#: A tool response whose JSON is longer than this is kept in metadata as cut text instead of as the object.
+MAX_STRUCTURED_RESPONSE = 64_000
+#: Keys of a shell tool's response that give its exit status.
+EXIT_KEYS = ("exit_code", "exitCode", "returncode", "return_code")
+#: Keys of a file tool's response that copy the whole file: not part of what the call did, never stored.
+FILE_COPY_KEYS = ("originalFile", "original_file")
+
+
+@dataclass(frozen=True)
+class ToolCallText:
+    """One tool call as an observation: its ``content`` (what a person reads), its ``metadata`` (tool input and
+    response, redacted; the rules that fired; ``error``) and whether it looks like a failure."""
+
+    content: str
+    metadata: dict[str, Any]
+    is_error: bool
+
+
+def render_tool_call(tool: str, tool_input: Any, tool_output: Any) -> ToolCallText:
+    """How an agent's tool call is stored: ``"<tool>: <gist of the input> -> <what came out>"``, redacted.
+
+    A shell response (``stdout``/``stderr``) reads as its exit status and the first lines of each stream; a file
+    edit (``structuredPatch`` or ``oldString``/``newString``) as a count of lines added and removed and a few of
+    them; anything else as its text on one line. Metadata keeps the input and the response themselves, redacted
+    (a file edit's copy of the whole original file left out).
+    """
+    input_text, input_rules = render(tool_input, 4000)
+    response = tool_output
+    if isinstance(response, Mapping) and any(k in response for k in FILE_COPY_KEYS):
+        response = {k: v for k, v in response.items() if k not in FILE_COPY_KEYS}
+    output_text, output_rules = render(response, 4000)
+    summary, summary_rules = _response_summary(tool_input, response)
+    rules = input_rules | output_rules | summary_rules
+    content = f"{tool}: {one_line(input_gist(tool_input, input_text), 300)}"
+    if summary is not None:
+        content += f" -> {summary}" if summary else ""
+    elif output_text:
+        content += f" -> {one_line(output_text, 300)}"
+    # A small structured input or response is kept as the object it is (consolidation reads its keys).
+    structured_input: Any = input_text
+    if isinstance(tool_input, (dict, list)) and len(input_text) < 4000:
+        structured_input, _ = redact_value(check_metadata({"v": tool_input})["v"])
+    structured_response: Any = output_text
+    if isinstance(response, (dict, list)):
+        full, _ = render(response, MAX_STRUCTURED_RESPONSE)
+        if len(full) <= MAX_STRUCTURED_RESPONSE:
+            structured_response, _ = redact_value(check_metadata({"v": response})["v"])
+    metadata: dict[str, Any] = {"tool_input": structured_input, "tool_response": structured_response}
+    if rules:
+        metadata["redactions"] = sorted(rules)
+    exit_code = _exit_code(response)
+    is_error = bool(ERROR_HINT.search(output_text[:2000])) or exit_code not in (None, 0)
+    if is_error:
+        metadata["error"] = True
+    return ToolCallText(content, metadata, is_error)
+
+
+def _exit_code(response: Any) -> int | None:
+    if not isinstance(response, Mapping):
+        return None
+    return next((c for k in EXIT_KEYS if isinstance(c := response.get(k), int) and not isinstance(c, bool)), None)
+
+
+def _response_summary(tool_input: Any, response: Any) -> tuple[str | None, set[str]]:
+    """The readable text of a shell or file-edit response (None for other shapes), and the redaction rules that fired."""
+    if not isinstance(response, Mapping):
+        return None, set()
+    if isinstance(response.get("stdout"), str) or isinstance(response.get("stderr"), str):
+        return _shell_summary(response)
+    edit_input = isinstance(tool_input, Mapping) and "old_string" in tool_input and "new_string" in tool_input
+    if "structuredPatch" in response or ("oldString" in response and "newString" in response) or edit_input:
+        return _edit_summary(tool_input, response)
+    return None, set()
+
+
+def _first_lines(text: str, count: int) -> list[str]:
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    kept = [one_line(line, 200) if line.strip() else "" for line in lines[:count]]
+    if len(lines) > count:
+        kept.append(f"… [{len(lines) - count} more lines]")
+    return kept
+
+
+def _shell_summary(response: Mapping[str, Any]) -> tuple[str, set[str]]:
+    parts: list[str] = []
+    code = _exit_code(response)
+    if code is not None:
+        parts.append(f"exit {code}")
+    if response.get("interrupted") is True:
+        parts.append("interrupted")
+    text = "; ".join(parts)
+    rules: set[str] = set()
+    for stream in ("stdout", "stderr"):
+        value = response.get(stream)
+        if isinstance(value, str) and value.strip():
+            # Redacted whole before lines are picked: a cut through a secret leaves a piece no rule recognises.
+            clean, hits = redact(clean_text(value.replace("\x00", "")))
+            rules |= {h.rule for h in hits}
+            text += ("\n" if text else "") + f"{stream}:\n" + "\n".join(_first_lines(clean, OUTPUT_LINES))
+    return text, rules
+
+
+def _edit_summary(tool_input: Any, response: Mapping[str, Any]) -> tuple[str, set[str]]:
+    changed: list[str] = []
+    patch = response.get("structuredPatch")
+    if isinstance(patch, list) and patch:
+        for hunk in patch:
+            lines = hunk.get("lines") if isinstance(hunk, Mapping) else None
+            changed.extend(line for line in lines or [] if isinstance(line, str) and line[:1] in "+-")
+    else:
+        old = response.get("oldString", tool_input.get("old_string") if isinstance(tool_input, Mapping) else None)
+        new = response.get("newString", tool_input.get("new_string") if isinstance(tool_input, Mapping) else None)
+        if isinstance(old, str) and isinstance(new, str):
+            import difflib  # only file edits need it; the hook imports this module on every tool call
+
+            changed = [line for line in difflib.ndiff(old.splitlines(), new.splitlines()) if line[:2] in ("+ ", "- ")]
+            changed = [line[0] + line[2:] for line in changed]
+    added = sum(1 for line in changed if line.startswith("+"))
+    removed = len(changed) - added
+    shown = [one_line(line, 160) for line in changed[:DIFF_LINES] if line[1:].strip()]
+    if len(changed) > DIFF_LINES:
+        shown.append(f"… [{len(changed) - DIFF_LINES} more changed lines]")
+    text, hits = redact(clean_text("\n".join([f"+{added} -{removed} lines", *shown]).replace("\x00", "")))
+    return text, {h.rule for h in hits}
