@@ -3,6 +3,7 @@ what is drawn, a projection that ends at the TTL, and a threshold line that stay
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
