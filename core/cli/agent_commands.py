@@ -20,8 +20,9 @@ from memlens.errors import InvalidInput, MemlensError
 
 def register(sub: Any) -> None:
     """Add this module's subcommands."""
-    p = sub.add_parser("mcp", help="serve the store to an agent over MCP (stdio)")
+    p = sub.add_parser("mcp", help="serve the store to an agent over MCP (stdio); `mcp install` prints the client configuration")
     _db_option(p)
+    _install_options(p, "print the MCP configuration for Claude Code, Cursor and other clients (absolute paths)")
     p.set_defaults(handler=cmd_mcp)
 
     _register_hook(sub)
@@ -43,7 +44,14 @@ def _register_hook(sub: Any) -> None:
     p = sub.add_parser("hook", help="record one coding-agent hook event read from standard input (always exits 0)")
     _db_option(p)
     p.add_argument("--event", help="the event name, for agents whose JSON has no hook_event_name")
+    _install_options(p, "print the Claude Code hooks configuration (absolute paths)")
     p.set_defaults(handler=cmd_hook)
+
+
+def _install_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("action", nargs="?", choices=["install"], help=what)
+    parser.add_argument("--write", action="store_true", help="with install: also write it into the configuration file (after asking)")
+    parser.add_argument("--yes", action="store_true", help="with install --write: do not ask")
 
 
 def hook_fast_path(argv: Sequence[str]) -> int | None:
@@ -91,6 +99,8 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        return _install(args, "mcp")
     try:
         from memlens.mcp_server import serve
     except ImportError as exc:
@@ -115,9 +125,51 @@ def _mcp_missing() -> str:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        return _install(args, "hook")
     from memlens.hooks import run
 
     return run(sys.stdin.buffer, store_path(args), event_name=args.event)
+
+
+def _install(args: argparse.Namespace, what: str) -> int:
+    """Print the snippets that wire an agent to this memlens; with --write, merge them into the user's files."""
+    import json
+
+    from memlens import agent_setup
+
+    db = getattr(args, "db", None)
+    home = Path.home()
+    if what == "hook":
+        targets = [(home / ".claude" / "settings.json", agent_setup.claude_hooks(db))]
+        print(f"# Claude Code: merge into {targets[0][0]}")
+        print(json.dumps(targets[0][1], indent=2))
+    else:
+        snippet = agent_setup.mcp_server(db)
+        targets = [(home / ".cursor" / "mcp.json", snippet)]
+        print("# Claude Code (user scope):")
+        print(agent_setup.claude_mcp_add_line(db))
+        print("# Claude Code project file .mcp.json, Cursor ~/.cursor/mcp.json and most other MCP clients:")
+        print(json.dumps(snippet, indent=2))
+    if not args.write:
+        return 0
+    for path, addition in targets:
+        if not args.yes:
+            answer = input(f"write this into {path}? (a backup is kept) [y/N] ") if sys.stdin.isatty() else ""
+            if answer.strip().lower() not in ("y", "yes"):
+                print(f"{path}: not written (pass --yes to write without asking)")
+                continue
+        try:
+            print(f"{path}: {agent_setup.write_merged(path, addition, now=now_from(args) if hasattr(args, 'now') else _local_now())}")
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+    return 0
+
+
+def _local_now() -> Any:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
