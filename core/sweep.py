@@ -511,7 +511,7 @@ def _apply_batch(
             )
             supersede.unindex_latest(conn, d.memory_id, similarity_tokens(content))
             store.memories.link(conn, link.newer_id, d.memory_id, "supersedes", ts, link.similarity)
-            store.ctx.audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "reason": d.reason}, now)
+            store.ctx.audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "newer_id": link.newer_id, "reason": d.reason}, now)
         else:
             if d.action == "archive":
                 details["archived_into"] = archive_id

@@ -67,7 +67,7 @@ def test_weak_rule_forgets_only_working_observations_and_chitchat(store: MemoryS
     d = weak[obs.id]
     assert d.numbers["threshold"] == 0.1 and d.numbers["strength"] < 0.1 and d.numbers["hours_unused"] == 9600.0
     assert d.numbers["rate_per_hour"] == 0.01 and d.numbers["access_count"] == 0
-    assert d.reason.startswith("strength 0.00 after 400 days unused (an observation decays 0.01/h); below 0.1")
+    assert d.reason.startswith("strength 0.00 after 400 days unused (an observation: half-life 69 h); below 0.1")
     for kept in (fact, pref, flow, episode):
         assert store.exists(kept.id)
     # Knowledge sits on its floor, never below the threshold by time alone.
@@ -400,8 +400,10 @@ def test_cli_sweep_dry_run_then_real(capsys, db_path: Path, t0):
     plan = json.loads(capsys.readouterr().out)
     assert plan["dry_run"] is True and [d["memory_id"] for d in plan["decisions"]] == [chat.id]
     assert plan["decisions"][0]["rule"] == "weak" and plan["counts"]["weak"] == 1
-    assert main([*db, "sweep", "--now", when]) == 0
+    assert main([*db, "sweep", "--now", when]) == 2  # a real sweep at another time needs --yes
+    assert "--yes" in capsys.readouterr().err
+    assert main([*db, "sweep", "--now", when, "--yes"]) == 0
     out = capsys.readouterr().out
     assert "acted on 1 memory (1 weak)" in out and "below 0.1, so the sweep forgets it" in out
-    assert main([*db, "sweep", "--now", when, "--json"]) == 0
+    assert main([*db, "sweep", "--now", when, "--yes", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["decisions"] == []

@@ -11,6 +11,7 @@ from memlens import decay
 from memlens.config import StoreSettings
 from memlens.models import Memory
 from memlens.rules.base import MemoryRow, RowRule, RuleSetting, SweepDecision, SweepView, article, duration
+from memlens.text import comparable
 
 
 class WeakRule(RowRule):
@@ -40,6 +41,7 @@ class WeakRule(RowRule):
             return None
         hours = (now_ts - row.last_accessed_at) / 3600.0
         rate = decay.effective_rate(row.type, row.access_count, cfg)
+        shown, limit = comparable(value, cfg.forget_threshold)
         return SweepDecision(
             row.id,
             self.name,
@@ -52,8 +54,8 @@ class WeakRule(RowRule):
                 "access_count": float(row.access_count),
                 "importance": row.importance,
             },
-            f"strength {value:.2f} after {duration(hours, hour_decimals=1)} unused ({article(row.type)} decays {rate:g}/h); "
-            f"below {cfg.forget_threshold:g}, so the sweep forgets it",
+            f"strength {shown} after {duration(hours, hour_decimals=1)} unused ({article(row.type)}: {decay.half_life_text(rate)}); "
+            f"below {limit}, so the sweep forgets it",
             row.title,
         )
 
@@ -61,7 +63,8 @@ class WeakRule(RowRule):
         """The strength, how long unused, and the threshold."""
         value = decay.strength(memory, now, settings.decay)
         hours = (now.timestamp() - memory.last_accessed_at.timestamp()) / 3600.0
-        return f"Strength {value:.2f} after {duration(hours)} unused; below {settings.decay.forget_threshold:g}, so the next sweep forgets it."
+        shown, limit = comparable(value, settings.decay.forget_threshold)
+        return f"Strength {shown} after {duration(hours)} unused; below {limit}, so the next sweep forgets it."
 
 
 WEAK = WeakRule()
