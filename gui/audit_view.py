@@ -50,7 +50,7 @@ class AuditTableModel(LazyTableModel):
 
     def entry_at(self, row: int) -> AuditEntry | None:
         """The entry shown in ``row`` (None while its block is loading)."""
-        return self.row_at(row)  # type: ignore[no-any-return]
+        return self.row_at(row)
 
     def cell(self, row: Any, column: int, role: int) -> Any:
         e: AuditEntry = row

@@ -100,11 +100,11 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "version", "Ver.", "version", "Version in its chain",
-        lambda r, _n, _c: str(r.memory.version) + ("" if r.memory.is_latest else " (old)"), lambda r, _n, _c: r.memory.version, width=40, right_aligned=True,
+        lambda r, _n, _c: str(r.memory.version) + ("" if r.memory.is_latest else " (old)"), lambda r, _n, _c: r.memory.version, width=40, hidden=True, right_aligned=True,
     ),
     Column(
         "uses", "Uses", "access_count", "How often it was recalled",
-        lambda r, _n, _c: str(r.memory.access_count), lambda r, _n, _c: r.memory.access_count, width=42, right_aligned=True,
+        lambda r, _n, _c: str(r.memory.access_count), lambda r, _n, _c: r.memory.access_count, width=42, hidden=True, right_aligned=True,
     ),
     Column(
         "importance", "Imp.", "importance", "Importance (0-1)",

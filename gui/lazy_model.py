@@ -150,7 +150,7 @@ class LazyTableModel(QtCore.QAbstractTableModel):
 
     def row_id(self, row: Any) -> Hashable:
         """A stable identity for a row (a memory id, an audit entry id, a session id); by default its ``id``."""
-        return row.id  # type: ignore[no-any-return]
+        return row.id
 
     def cell(self, row: Any, column: int, role: int) -> Any:
         """What to show for ``role`` in ``column`` of a loaded ``row`` (None for nothing)."""
@@ -262,7 +262,7 @@ class LazyTableModel(QtCore.QAbstractTableModel):
     def row_of(self, row_id: Hashable) -> int:
         """The position of the row with this id, or -1 (loaded or not)."""
         try:
-            return self._ids.index(row_id)  # type: ignore[no-any-return]
+            return self._ids.index(row_id)
         except (ValueError, TypeError):
             return -1
 

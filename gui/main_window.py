@@ -55,6 +55,10 @@ COMPARE_LIMIT = 8
 SEARCH_DEBOUNCE_MS = 300
 
 
+#: The detail pane's starting width (it keeps it: the table's text column takes what the window gains).
+DETAIL_WIDTH = 340
+
+
 def utc_now() -> datetime:
     """The real current time, aware."""
     return datetime.now(timezone.utc)
@@ -113,6 +117,8 @@ class Sidebar(QtWidgets.QWidget):
         layout.addWidget(label)
         layout.addWidget(self.project)
         layout.addWidget(self.tree, 1)
+        # Wide enough for "Procedural" and a 5-digit count: a squeezed sidebar only shows "…".
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("Procedural 00000") + 64)
         self.tree.currentItemChanged.connect(self._current_changed)
         self.project.currentIndexChanged.connect(lambda _i: self.project_changed.emit(self.current_project()))
 
@@ -379,13 +385,21 @@ class MainWindow(QtWidgets.QMainWindow):
         self.expiring_filter.setToolTip("TTL runs out within 7 days")
         self.count_label = QtWidgets.QLabel()
         self.count_label.setObjectName("countLabel")
-        filters = QtWidgets.QHBoxLayout()
-        filters.addWidget(self.search_box, 3)
-        filters.addWidget(self.type_filter)
-        filters.addWidget(self.tags_filter, 1)
-        filters.addWidget(self.all_versions)
-        filters.addWidget(self.pinned_filter)
-        filters.addWidget(self.expiring_filter)
+        self.search_box.setMinimumWidth(self.fontMetrics().horizontalAdvance("Search memories (Ctrl+F)") + 48)
+        # Two rows: at 1024 px one row squeezed the search box and the tags to "…".
+        search_row = QtWidgets.QHBoxLayout()
+        search_row.addWidget(self.search_box, 3)
+        search_row.addWidget(self.type_filter)
+        search_row.addWidget(self.tags_filter, 1)
+        check_row = QtWidgets.QHBoxLayout()
+        check_row.addWidget(self.all_versions)
+        check_row.addWidget(self.pinned_filter)
+        check_row.addWidget(self.expiring_filter)
+        check_row.addStretch(1)
+        filters = QtWidgets.QVBoxLayout()
+        filters.setSpacing(2)
+        filters.addLayout(search_row)
+        filters.addLayout(check_row)
         self.type_filter.currentIndexChanged.connect(self.apply_query)
         self.tags_filter.editingFinished.connect(self.apply_query)
         for box in (self.all_versions, self.pinned_filter, self.expiring_filter):
@@ -419,17 +433,22 @@ class MainWindow(QtWidgets.QMainWindow):
         header.customContextMenuRequested.connect(self._header_menu)
         self.strength_delegate = StrengthDelegate(self.table)
         delegates: dict[str, QtWidgets.QStyledItemDelegate] = {"strength": self.strength_delegate, "snippet": SnippetDelegate(self.table)}
+        self._fitting = False
+        # Wide enough for a 7-digit id (the font decides, not a fixed number of pixels).
+        self._id_width = self.table.fontMetrics().horizontalAdvance("0000000") + 20
+        self._column_widths = {i: max(c.width, self._id_width) if c.key == "id" else c.width for i, c in enumerate(COLUMNS) if c.width is not None}
         for section, column in enumerate(COLUMNS):
             if column.width is None:
                 header.setSectionResizeMode(section, QtWidgets.QHeaderView.ResizeMode.Stretch)
             else:
-                self.table.setColumnWidth(section, column.width)
+                self.table.setColumnWidth(section, self._column_widths[section])
             header.setSectionHidden(section, column.hidden or column.search_only)
             if column.delegate is not None:
                 self.table.setItemDelegateForColumn(section, delegates[column.delegate])
         self.table.selectionModel().currentRowChanged.connect(self._current_row_changed)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self.model.counted.connect(self._update_count_label)
+        self.model.rowsRemoved.connect(self._rows_removed)
         self.model.loaded.connect(self._model_loaded)
         self.model.load_failed.connect(lambda message: self.show_error("Could not read memories", MemlensError(message)))
 
@@ -449,6 +468,8 @@ class MainWindow(QtWidgets.QMainWindow):
         table_layout.addWidget(self.count_label)
 
         self.detail = DetailPane()
+        # A set minimum: the splitter then ignores how wide the shown memory's contents would like to be.
+        self.detail.setMinimumWidth(260)
         self.detail.link_activated.connect(self._link)
         self.detail.edit_requested.connect(self.edit_dialog)
         self.detail.pin_requested.connect(self._pin_from_detail)
@@ -457,8 +478,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.memory_splitter.setObjectName("memorySplitter")
         self.memory_splitter.addWidget(table_box)
         self.memory_splitter.addWidget(self.detail)
-        self.memory_splitter.setStretchFactor(0, 3)
-        self.memory_splitter.setStretchFactor(1, 2)
+        # The table (and its text column) takes what the window gains; the detail keeps its width and never
+        # grows by itself when a longer memory is shown (its contents wrap instead).
+        self.memory_splitter.setStretchFactor(0, 1)
+        self.memory_splitter.setStretchFactor(1, 0)
+        self.memory_splitter.setCollapsible(0, False)
+        self.table.viewport().installEventFilter(self)
+        header.sectionResized.connect(self._section_resized)
 
         self.audit_view = AuditView(None)
         self.audit_view.target_activated.connect(self.go_to_memory)
@@ -630,7 +656,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if isinstance(header, QtCore.QByteArray):
             self.table.horizontalHeader().restoreState(header)
         if not isinstance(self.settings.value("window/memorySplitter"), QtCore.QByteArray):
-            self.memory_splitter.setSizes([820, 400])
+            self.memory_splitter.setSizes([820, DETAIL_WIDTH])
         view = self.settings.value("window/view")
         self.sidebar.select(view if isinstance(view, str) and view in self.sidebar.items else "semantic")
 
@@ -866,12 +892,22 @@ class MainWindow(QtWidgets.QMainWindow):
         # From the selection's ranges, not one index per row: selecting all of a million rows stays instant.
         selection = self.table.selectionModel().selection()
         ranges = [(r.top(), r.bottom()) for r in (selection.at(i) for i in range(selection.size())) if r.isValid()]
-        return self.model.ids_in_rows(ranges)
+        return self.model.ids_in_rows(ranges)  # type: ignore[return-value]  # the memory table's ids are ints
 
     def _current_row_changed(self, current: QtCore.QModelIndex, _previous: QtCore.QModelIndex) -> None:
         memory_id = current.data(ID_ROLE) if current.isValid() else None
         if isinstance(memory_id, int):
             self.show_memory(memory_id)
+
+    def _rows_removed(self, *_args: Any) -> None:
+        """Selected rows left the table (forgotten here or elsewhere): Qt moves only the focus to a neighbour, so
+        clear it too; the detail then says nothing is selected, and Delete cannot offer a row nobody chose."""
+        selection = self.table.selectionModel()
+        if selection.hasSelection() or self._detail_id is None:
+            return
+        selection.clearCurrentIndex()
+        self._detail_id = None
+        self.detail.clear("Nothing selected: the memory shown here left the list. Select one to see it here.")
 
     def _selection_changed(self, *_args: Any) -> None:
         ids = self.selected_ids()
@@ -888,6 +924,8 @@ class MainWindow(QtWidgets.QMainWindow):
         query_text = self.model.query.text
 
         def loaded(data: DetailData) -> None:
+            if self._detail_id != memory_id:
+                return  # the selection moved on (or was cleared) while this was read
             compare = len(self.selected_ids()) > 1
             self.detail.show_data(data, show_curve=not compare)
             self.detail_shown.emit(data.memory.id)
@@ -905,6 +943,8 @@ class MainWindow(QtWidgets.QMainWindow):
             return
 
         def shown(message: str) -> None:
+            if self._detail_id != memory_id:
+                return
             self.detail.show_missing(memory_id, message)
             self.detail_shown.emit(memory_id)
 
@@ -950,6 +990,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 if self.pages.currentWidget() is not self.memory_splitter:
                     self.sidebar.select("all")
                 self.table.clearSelection()
+                self._detail_id = memory_id
                 self._show_forgotten(memory_id)
             else:
                 self.show_error("Could not read the memory", error)
@@ -965,6 +1006,40 @@ class MainWindow(QtWidgets.QMainWindow):
         elif kind == "session":
             self.sidebar.select("sessions")
             self.sessions_view.select_session(value)
+
+    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if watched is self.table.viewport() and event.type() == QtCore.QEvent.Type.Resize:
+            self.fit_columns()
+        return super().eventFilter(watched, event)
+
+    def _section_resized(self, section: int, _old: int, new: int) -> None:
+        if section != COLUMN_INDEX["title"] and not self._fitting:
+            self._column_widths[section] = new  # the person's choice, given up only while the table is too narrow
+            self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """Keep the text (title) column the widest: when the table is too narrow for every column at its width,
+        the other columns give up room in proportion (down to their header's width), never the title."""
+        header = self.table.horizontalHeader()
+        title = COLUMN_INDEX["title"]
+        others = [i for i in range(len(COLUMNS)) if i != title and not header.isSectionHidden(i)]
+        if not others:
+            return
+        available = self.table.viewport().width()
+        wanted = {i: self._column_widths.get(i, COLUMNS[i].width or 80) for i in others}
+        # Scaled so that the title keeps more than the widest other column, and a third of the table at least.
+        total, widest = sum(wanted.values()), max(wanted.values())
+        scale = min(1.0, (available - 24) / (total + widest), (available * 2 / 3) / total)
+        fm = header.fontMetrics()
+        self._fitting = True
+        try:
+            for i, width in wanted.items():
+                floor = fm.horizontalAdvance(str(COLUMNS[i].header)) + 14
+                if COLUMNS[i].key == "id":
+                    floor = max(floor, self._id_width)  # ids of 7 digits stay whole
+                header.resizeSection(i, max(floor, int(width * scale)))
+        finally:
+            self._fitting = False
 
     def _header_menu(self, pos: QtCore.QPoint) -> None:
         """Right-click on the header: show or hide columns."""

@@ -176,7 +176,7 @@ class MemoryTableModel(LazyTableModel):
         return rows
 
     def row_id(self, row: Any) -> Hashable:
-        return row.memory.id  # type: ignore[no-any-return]
+        return row.memory.id
 
     def placeholder(self, row_id: Hashable, column: int, role: int) -> Any:
         """An unloaded row: its id, a light placeholder for the title, nothing else."""

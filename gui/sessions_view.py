@@ -43,7 +43,7 @@ class SessionTableModel(LazyTableModel):
 
     def session_at(self, row: int) -> Session | None:
         """The session shown in ``row`` (None while its block is loading)."""
-        return self.row_at(row)  # type: ignore[no-any-return]
+        return self.row_at(row)
 
     def cell(self, row: Any, column: int, role: int) -> Any:
         s: Session = row
@@ -87,7 +87,14 @@ class SessionsView(QtWidgets.QWidget):
         self.setObjectName("sessionsView")
         self.model = SessionTableModel(reader, self)
         self.contents: SessionContents | None = None
-        self.table = lazy_table_view(self.model, "sessionTable", "Sessions", (190, 90, 130, 130))
+        self.table = lazy_table_view(self.model, "sessionTable", "Sessions", ())
+        # The session name takes what is left; the rest are as wide as their contents, so the list fits its pane.
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        when = self.table.fontMetrics().horizontalAdvance("2026-03-01 06:00") + 16
+        for column, width in ((1, 90), (2, when), (3, when), (4, self.table.fontMetrics().horizontalAdvance("ended") + 20)):
+            header.resizeSection(column, width)
         self.observations = QtWidgets.QListWidget()
         self.observations.setObjectName("sessionObservations")
         self.observations.setAccessibleName("Observations")
@@ -120,7 +127,7 @@ class SessionsView(QtWidgets.QWidget):
         splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         splitter.addWidget(self.table)
         splitter.addWidget(right)
-        splitter.setSizes([560, 560])
+        splitter.setSizes([600, 420])
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)

@@ -18,7 +18,7 @@ from memlens.gui.columns import COLUMN_INDEX
 from memlens.gui.lazy_model import LazyTableModel
 from memlens.gui.main_window import MainWindow
 from memlens.gui.memory_model import ID_ROLE, MemoryTableModel
-from memlens.gui.qt import QtCore, QtGui
+from memlens.gui.qt import QtCore, QtGui, QtWidgets
 from memlens.gui.sessions_view import SessionTableModel
 from memlens.gui.tasks import StoreReader
 
@@ -187,3 +187,77 @@ def test_highlighted_matches_are_painted_whole(qtbot):
     doc = QtGui.QTextDocument()
     doc.setHtml(html)
     assert doc.toPlainText() == "…the adoption agencies in town"
+
+
+# --- 3. the memory text gets room --------------------------------------------------------------------------------
+
+
+def _visible_widths(window: MainWindow) -> dict[str, int]:
+    header = window.table.horizontalHeader()
+    return {key: header.sectionSize(i) for key, i in COLUMN_INDEX.items() if not header.isSectionHidden(i)}
+
+
+def test_at_1024x700_the_title_is_the_widest_column_and_stays_so(qtbot, make_window, demo_path):
+    window = make_window(demo_path, size=(1024, 700))
+    assert window.minimumSizeHint().width() <= 1024
+    window.sidebar.select("semantic")
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+    widths = _visible_widths(window)
+    assert widths["title"] == max(widths.values()) and widths["title"] > max(w for k, w in widths.items() if k != "title")
+    detail_width = window.detail.width()
+    for row in (0, 3, 5, 1):
+        window.table.selectRow(row)
+        qtbot.waitUntil(window.is_idle, timeout=10000)
+    after = _visible_widths(window)
+    assert after["title"] >= widths["title"] and after["title"] == max(after.values())
+    assert window.detail.width() <= detail_width
+    # No horizontal scrolling in the memory table.
+    assert window.table.horizontalScrollBar().maximum() == 0
+    # Ids of seven digits are shown whole.
+    fm = window.table.fontMetrics()
+    margin = 2 * (window.table.style().pixelMetric(QtWidgets.QStyle.PixelMetric.PM_FocusFrameHMargin, None, window.table) + 1)
+    assert fm.horizontalAdvance("1234567") + margin <= after["id"]
+    # Sidebar labels and the search box are not squeezed to "…".
+    assert window.sidebar.width() >= window.sidebar.fontMetrics().horizontalAdvance("Procedural") + 40
+    assert window.search_box.width() >= window.search_box.fontMetrics().horizontalAdvance("Search memories")
+    # Toolbar actions that do not fit are still reachable through the toolbar's overflow button.
+    toolbar = window.findChild(QtWidgets.QToolBar, "mainToolbar")
+    assert window.act_refresh in toolbar.actions() and window.act_settings in toolbar.actions()
+    shown = [toolbar.widgetForAction(a) for a in (window.act_refresh, window.act_settings)]
+    if not all(w is not None and w.isVisible() for w in shown):
+        extension = toolbar.findChild(QtWidgets.QToolButton, "qt_toolbar_ext_button")
+        assert extension is not None and extension.isVisible()
+
+
+def test_sessions_fit_without_horizontal_scrolling_at_1024(qtbot, make_window, demo_path):
+    window = make_window(demo_path, size=(1024, 700))
+    window.sidebar.select("sessions")
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+    table = window.sessions_view.table
+    assert table.model().rowCount() > 0
+    assert table.horizontalScrollBar().maximum() == 0
+
+
+# --- 4. selection and detail agree -------------------------------------------------------------------------------
+
+
+def test_after_forget_nothing_is_selected_and_the_detail_says_so(qtbot, make_window, demo_path):
+    from memlens.gui.operations.forget import forget_memories
+
+    window = make_window(demo_path)
+    window.sidebar.select("semantic")
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+    row = 2
+    memory = window.model.memory_at(row)
+    with qtbot.waitSignal(window.detail_shown, timeout=10000, check_params_cb=lambda i: i == memory.id):
+        window.table.selectRow(row)
+    with qtbot.waitSignal(window.write_finished, timeout=10000):
+        forget_memories(window, [memory.id], reason="test", whole_chain=False, now=NOW).run_in_background()
+    qtbot.waitUntil(lambda: window.model.row_of(memory.id) == -1, timeout=10000)
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+    selection = window.table.selectionModel()
+    # Either nothing is selected and the detail says so, or the row shown is truly selected: never a focus frame alone.
+    assert not selection.hasSelection() and not selection.currentIndex().isValid()
+    assert window.selected_ids() == []
+    assert "Nothing selected" in window.detail.browser.toPlainText()
+    assert window.model.index(row, 0).data(ID_ROLE) != memory.id

@@ -70,7 +70,7 @@ def _filter_sql(operation: str | None, target_id: int | None, since: datetime | 
 
 def _entry_from_row(row: Any) -> AuditEntry:
     entry_id, at, operation, actor, targets, details, digest = row
-    return AuditEntry(entry_id, utc_from_ts(at), operation, actor, tuple(json.loads(targets)), json.loads(details), digest)
+    return AuditEntry(entry_id, utc_from_ts(at), operation, actor, tuple(json.loads(targets)), json.loads(details), digest)  # type: ignore[arg-type]
 
 
 class AuditRepository:
