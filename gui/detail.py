@@ -230,6 +230,7 @@ class DetailPane(QtWidgets.QWidget):
         self.badges = QtWidgets.QLabel()
         self.badges.setObjectName("detailBadges")
         self.badges.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        self.badges.setWordWrap(True)  # on its own line and wrapped: beside the buttons a narrow pane cut it off
 
         self.edit_button = self._button("Edit…", "edit", "detailEdit", "Edit importance, tags and pinning")
         self.pin_button = self._button("Pin", "pin", "detailPin", "Pinned memories keep their strength and are never swept")
@@ -240,7 +241,7 @@ class DetailPane(QtWidgets.QWidget):
         self.forget_button.clicked.connect(self.forget_requested)
 
         buttons = QtWidgets.QHBoxLayout()
-        buttons.addWidget(self.badges, 1)
+        buttons.addStretch(1)
         buttons.addWidget(self.edit_button)
         buttons.addWidget(self.pin_button)
         buttons.addWidget(self.forget_button)
@@ -271,6 +272,7 @@ class DetailPane(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
         layout.addWidget(self.title)
+        layout.addWidget(self.badges)
         layout.addLayout(buttons)
         layout.addWidget(self.tabs, 1)
         self.clear()

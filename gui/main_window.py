@@ -56,7 +56,7 @@ SEARCH_DEBOUNCE_MS = 300
 
 
 #: The detail pane's starting width (it keeps it: the table's text column takes what the window gains).
-DETAIL_WIDTH = 340
+DETAIL_WIDTH = 310
 
 
 def utc_now() -> datetime:
