@@ -114,7 +114,7 @@ def _explain_gone(store: MemoryStore, memory_id: int) -> str:
         if entry.operation not in _ERASING or str(memory_id) not in entry.details.get("content_sha256", {}):
             continue
         reason = entry.details.get("reason")
-        when = f"{entry.at:%Y-%m-%d %H:%M} UTC"
+        when = f"{entry.as_of:%Y-%m-%d %H:%M} UTC"  # the time the sweep or forget acted as of
         if entry.operation == "sweep":
             into = entry.details.get("archived_into")
             archived = f" It was archived into #{into}." if into else ""

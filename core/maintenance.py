@@ -140,7 +140,7 @@ def backup(source: str | Path, destination: str | Path, *, overwrite: bool = Fal
     written to a temporary file next to ``destination``, checked (integrity and identity), made readable by the
     owner only and then renamed into place, so ``destination`` is either the complete backup or untouched.
     ``destination`` may be an existing folder: the file is then named ``memlens-<UTC time>.db`` inside it.
-    An existing file is refused unless ``overwrite``.
+    An existing file is refused unless ``overwrite``; so is a destination in a folder that does not exist.
     """
     src = Path(source).expanduser()
     dest = Path(destination).expanduser()
@@ -151,11 +151,9 @@ def backup(source: str | Path, destination: str | Path, *, overwrite: bool = Fal
         raise InvalidInput(f"{dest} already exists (choose another name, or overwrite it with --force)")
     if dest.exists() and src.exists() and dest.resolve() == src.resolve():
         raise InvalidInput("the backup must go to another file than the store itself")
-    if not dest.parent.exists():
-        try:
-            db._make_private(dest)  # a new backup folder is as private as the store's own
-        except OSError as exc:
-            raise _os_error(exc, dest) from None
+    if not dest.parent.is_dir():
+        # A mistyped folder should be reported, not silently created somewhere unexpected.
+        raise InvalidInput(f"the folder {dest.parent} does not exist (create it first, or choose another place for the backup)")
     # Opening read-only checks the source is a memlens store this version understands, writing nothing to it.
     source_conn = db.connect(src, readonly=True)
     part = dest.with_name(f".{dest.name}.part-{os.getpid()}")

@@ -12,8 +12,11 @@ from typing import Any
 
 def register(sub: Any) -> None:
     """Add the ``gui`` subcommand."""
-    p = sub.add_parser("gui", help="open the desktop inspector (PySide6) on the store")
-    p.add_argument("--theme", choices=["system", "light", "dark"], help="colour theme for this run (saved as the default)")
+    # `sub` makes memlens.cli's CommandParser, which adds --db and --json (before or after `gui`, as documented).
+    p = sub.add_parser("gui", help="open the desktop inspector (PySide6) on the store", description="Open the desktop inspector (PySide6) on the store.")
+    p.add_argument(
+        "--theme", choices=["system", "light", "dark"], help="colour theme: system, light or dark (default: the saved choice, at first system; this one is saved)"
+    )
     p.add_argument(
         "--check",
         action="store_true",

@@ -92,12 +92,12 @@ def test_deterministic_consolidation_end_to_end(store: MemoryStore, t0):
     assert sorted(report.created) == sorted([f.id for f in facts] + [workflow.id])
     assert report.facts == len(facts) and report.workflows == 1
 
-    entries = store.audit(since=now, limit=100)
+    entries = [e for e in store.audit(limit=100) if e.as_of >= now]  # `at` is the wall clock; as_of is the run's now
     assert [e.operation for e in entries] == ["consolidate"]  # one entry for the whole run
     counts = entries[0].details
     assert counts == {
         "method": "deterministic", "sessions": 6, "episodes": 6, "facts": len(facts), "workflows": 1,
-        "created": len(report.created), "reinforced": 0, "superseded": 0, "unchanged": 0,
+        "created": len(report.created), "reinforced": 0, "superseded": 0, "unchanged": 0, "as_of": now.isoformat(),
     }
     assert store.verify_audit().ok
 
@@ -345,16 +345,16 @@ def test_cli_consolidate_both_paths(capsys, db_path, t0):
     db = ["--db", str(db_path)]
     when = (t0 + 3 * DAY).isoformat()
     with RoutingLLM() as server:
-        assert main([*db, "consolidate", "--llm-base-url", server.base_url, "--llm-model", "m", "--now", when, "--json"]) == 0
+        assert main([*db, "consolidate", "--llm-base-url", server.base_url, "--llm-model", "m", "--now", when, "--yes", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["method"] == "llm" and out["ok"] and len(out["episodes"]) == 2
         server.bad_summary = (500, b"{}", "application/json")
         with MemoryStore.open(db_path) as s:
             record_session(s, "s5", t0 + 3 * DAY)
         later = (t0 + 4 * DAY).isoformat()
-        assert main([*db, "consolidate", "--llm-base-url", server.base_url, "--llm-model", "m", "--now", later]) == 1
+        assert main([*db, "consolidate", "--llm-base-url", server.base_url, "--llm-model", "m", "--now", later, "--yes"]) == 1
         assert "nothing was written" in capsys.readouterr().out
-    assert main([*db, "consolidate", "--no-llm", "--now", later, "--json"]) == 0
+    assert main([*db, "consolidate", "--no-llm", "--now", later, "--yes", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["method"] == "deterministic" and len(out["episodes"]) == 1
     assert main([*db, "consolidate", "--llm-model", "m"]) == 2

@@ -28,7 +28,7 @@ def test_same_seed_and_time_give_the_same_store(tmp_path: Path):
         generate(a, now=NOW, days=10, seed=5)
         generate(b, now=NOW, days=10, seed=5)
         assert _snapshot(a) == _snapshot(b)
-        assert [(e.operation, e.at, e.target_ids) for e in a.audit(limit=5000)] == [(e.operation, e.at, e.target_ids) for e in b.audit(limit=5000)]
+        assert [(e.operation, e.as_of, e.target_ids) for e in a.audit(limit=5000)] == [(e.operation, e.as_of, e.target_ids) for e in b.audit(limit=5000)]
     with MemoryStore.open(tmp_path / "c.db") as c, MemoryStore.open(tmp_path / "a.db") as a:
         generate(c, now=NOW, days=10, seed=6)
         assert _snapshot(c) != _snapshot(a)

@@ -74,7 +74,7 @@ def test_dialogs_and_a_pin_keep_the_locks_and_the_live_view(qtbot, tmp_path: Pat
         # Another process writes and exits; the app sees it and still holds the live WAL.
         rows_before = window.model.rowCount()
         subprocess.run(
-            [sys.executable, "-m", "memlens", "--db", str(path), "remember", "The canary fleet runs in zone lapwing", "--now", NOW.isoformat()],
+            [sys.executable, "-m", "memlens", "--db", str(path), "remember", "The canary fleet runs in zone lapwing", "--now", NOW.isoformat(), "--yes"],
             check=True,
             capture_output=True,
         )

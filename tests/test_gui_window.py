@@ -489,7 +489,7 @@ def test_live_refresh_after_another_process_writes(qtbot, make_window, demo_path
     before = int(window.sidebar.count_text("semantic").replace(",", ""))
     # Another process (the agent) writes through the CLI.
     subprocess.run(
-        [sys.executable, "-m", "memlens", "--db", str(demo_path), "remember", "The staging cluster moved to eu-west-3", "--now", NOW.isoformat()],
+        [sys.executable, "-m", "memlens", "--db", str(demo_path), "remember", "The staging cluster moved to eu-west-3", "--now", NOW.isoformat(), "--yes"],
         check=True,
         capture_output=True,
     )

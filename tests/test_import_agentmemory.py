@@ -317,7 +317,7 @@ def test_cli_import_detects_the_format(capsys, db_path, tmp_path):
 def test_now_is_the_audit_time(store, tmp_path, t0):
     later = t0 + timedelta(days=1)
     import_file(store, write(tmp_path / "export.json", sample()), now=later)
-    assert store.audit(operation="import")[0].at == later
+    assert store.audit(operation="import")[0].as_of == later  # the audit's `at` is the wall clock
 
 
 def test_a_parent_in_neither_file_nor_store_starts_a_chain(store, tmp_path, t0):

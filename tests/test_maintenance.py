@@ -230,10 +230,12 @@ def test_doctor_counts_memories_flagged_for_review(store: MemoryStore, db_path: 
 
 def test_backup_is_a_private_checked_copy(filled: Path, tmp_path: Path, t0):
     dest = tmp_path / "backups" / "copy.db"
+    with pytest.raises(InvalidInput, match="does not exist"):
+        backup(filled, dest)  # a folder that does not exist is named, not created
+    dest.parent.mkdir()
     result = backup(filled, dest)
     assert result.destination == dest and result.memories == 202 and result.bytes == dest.stat().st_size
     assert stat.S_IMODE(dest.stat().st_mode) == 0o600
-    assert stat.S_IMODE(dest.parent.stat().st_mode) == 0o700
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".")]  # no temporary file left
     with MemoryStore.open(dest) as copy, MemoryStore.open(filled) as original:
         assert [m.content for m in copy.iter_memories()] == [m.content for m in original.iter_memories()]

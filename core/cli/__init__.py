@@ -1,7 +1,7 @@
 """The ``memlens`` command line.
 
-``memlens [--db PATH] <command> [--json] ...``. Each command module under ``core/cli/`` registers its
-subcommands; this module builds the parser and turns memlens errors into one line on stderr with
+``memlens [--db PATH] [--json] <command> [--db PATH] [--json] ...``. Each command module under ``core/cli/``
+registers its subcommands; this module builds the parser and turns memlens errors into one line on stderr with
 a non-zero exit code (2 for usage, 1 for everything else). It uses only the public API of :mod:`core`.
 """
 
@@ -15,21 +15,26 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
 from memlens.cli.common import (
+    CommandParser,
     Parser,
     UsageError,
     add_command,
     add_json_flag,
+    add_shared_options,
     emit,
+    format_when,
     now_from,
     open_store,
     parse_when,
     store_path,
 )
-from memlens.config import default_store_path
 from memlens.errors import InvalidInput, MemlensError
 
 # The helpers every command module uses live in memlens.cli.common; they are named here too for callers of old.
-__all__ = ["COMMAND_MODULES", "Parser", "UsageError", "add_command", "add_json_flag", "build_parser", "emit", "main", "now_from", "open_store", "parse_when", "store_path"]
+__all__ = [
+    "COMMAND_MODULES", "CommandParser", "Parser", "UsageError", "add_command", "add_json_flag", "build_parser", "emit", "format_when", "main",
+    "now_from", "open_store", "parse_when", "store_path",
+]  # fmt: skip
 
 #: Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = (
@@ -39,6 +44,7 @@ COMMAND_MODULES = (
     "memlens.cli.agent_commands",
     "memlens.cli.demo_commands",
     "memlens.cli.embed_commands",
+    "memlens.cli.completion",
 )
 
 Handler = Callable[[argparse.Namespace], int]
@@ -46,10 +52,15 @@ Handler = Callable[[argparse.Namespace], int]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every command module's subcommands."""
-    parser = Parser(prog="memlens", description="memlens: see, curate and forget what your agent remembers.")
-    parser.add_argument("--db", metavar="PATH", help=f"store file (default: $MEMLENS_DB or {default_store_path()})")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=Parser)
+    parser = Parser(
+        prog="memlens",
+        description="memlens: see, curate and forget what your agent remembers.",
+        epilog="--db and --json may come before or after the command. `memlens <command> --help` describes a command.",
+    )
+    add_shared_options(parser)
+    parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
+    # Every subcommand's parser is a CommandParser, so --db and --json work after the command as well.
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=CommandParser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     # Other packages (the desktop app) add commands through the "memlens.commands" entry point group, so core

@@ -1,4 +1,4 @@
-"""What every command module shares: the parser class, --json output, dates, and opening the store.
+"""What every command module shares: the parser classes, --json output, times, confirmation and opening the store.
 
 Kept apart from :mod:`memlens.cli` (which builds the parser from the command modules and runs them) so the
 command modules can use it without importing the package that imports them.
@@ -7,14 +7,24 @@ command modules can use it without importing the package that imports them.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from memlens.config import default_store_path
 from memlens.errors import InvalidInput
+from memlens.storage.context import CLOCK_TOLERANCE
+
+#: What --db says in every help, at the top and after each subcommand.
+DB_HELP = f"store file (default: $MEMLENS_DB or {default_store_path()})"
+#: The format every time option accepts.
+TIME_FORMAT = "ISO 8601 time, e.g. 2026-05-01, 2026-05-01T14:30 or 2026-05-01T14:30+02:00; no offset means UTC"
+
+_INVALID_CHOICE = re.compile(r"argument (?P<arg>\S+): invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
 class UsageError(Exception):
@@ -22,8 +32,39 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors become :class:`UsageError` (the CLI prints them as one line, exit 2)."""
+
     def error(self, message: str) -> Any:  # argparse would print usage and exit itself
-        raise UsageError(message)
+        raise UsageError(_with_suggestion(message))
+
+
+class CommandParser(Parser):
+    """A subcommand's parser: it also takes the options every command shares (--db, --json), so they work before
+    or after the subcommand. ``default=SUPPRESS`` keeps an option absent after the subcommand from clobbering the
+    value given before it; a command may still declare one of them itself (``resolve`` lets its own win)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("conflict_handler", "resolve")
+        super().__init__(**kwargs)
+        add_shared_options(self, default=argparse.SUPPRESS)
+
+
+def add_shared_options(parser: argparse.ArgumentParser, *, default: Any = None) -> None:
+    """--db and --json, which the top-level parser and every subcommand take."""
+    parser.add_argument("--db", metavar="PATH", default=default, help=DB_HELP)
+    parser.add_argument("--json", action="store_true", default=False if default is None else default, help="print machine-readable JSON instead of text")
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's message, plus "did you mean X?" for a mistyped command or choice close to a valid one."""
+    match = _INVALID_CHOICE.match(message)
+    if not match:
+        return message
+    choices = re.findall(r"'([^']*)'", match["choices"])
+    close = difflib.get_close_matches(match["value"], choices, n=1, cutoff=0.6)
+    what = "command" if match["arg"] == "<command>" else match["arg"]
+    base = f"{match['value']!r} is not a {what}"
+    return f"{base}; did you mean {close[0]}?" if close else f"{base} (choose from {', '.join(choices)})"
 
 
 def add_command(
@@ -34,47 +75,86 @@ def add_command(
     help: str,
     description: str | None = None,
     clock: bool = True,
+    now_help: str = "act as of this time instead of now",
 ) -> argparse.ArgumentParser:
-    """A subcommand that runs ``handler``, with --json and (``clock``) the hidden --now every command shares.
-
-    --now lets tests and scripts run a command at a chosen time; it is hidden because people never need it.
-    """
-    p = sub.add_parser(name, help=help, description=description)
-    add_json_flag(p)
+    """A subcommand that runs ``handler``; with ``clock`` it takes --now (scripted time travel, see
+    :func:`confirm_time`). --db and --json come with every subcommand's parser (:class:`CommandParser`)."""
+    p = sub.add_parser(name, help=help, description=description or (help[0].upper() + help[1:] + "."))
     if clock:
-        p.add_argument("--now", help=argparse.SUPPRESS)
+        p.add_argument("--now", metavar="WHEN", help=f"{now_help} ({TIME_FORMAT}; default: the current time)")
     p.set_defaults(handler=handler)
     return p
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    """Every command takes --json for machine-readable output."""
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    """--json for machine-readable output (every subcommand already has it; kept for parsers built elsewhere)."""
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
+
+
+def add_yes_flag(parser: argparse.ArgumentParser, what: str = "write with --now set to another time than the current one") -> None:
+    """--yes, the confirmation :func:`confirm_time` (and erasing commands) ask for."""
+    parser.add_argument("--yes", action="store_true", help=f"confirm: {what}")
 
 
 def parse_when(text: str | None) -> datetime | None:
-    """An ISO 8601 time (a date alone means midnight UTC; no zone means UTC), or None."""
+    """An ISO 8601 time converted to UTC (a date alone means midnight UTC; no offset means UTC), or None.
+
+    The one parser of times on the command line."""
     if text is None:
         return None
     try:
-        when = datetime.fromisoformat(text)
+        when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise InvalidInput(f"not a date or time: {text!r} (use ISO 8601, e.g. 2026-05-01 or 2026-05-01T14:30)") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        raise InvalidInput(f"not a date or time: {text!r} (use an {TIME_FORMAT})") from None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
+def format_when(when: datetime | None, *, seconds: bool = False) -> str:
+    """A time as people read it: in the local zone, with its UTC offset shown (``2027-06-01 19:00 +00:00``).
+
+    The one printer of times on the command line; a time without a zone is taken as UTC."""
+    if when is None:
+        return "never"
+    local = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone()
+    offset = local.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return f"{local:%Y-%m-%d %H:%M{':%S' if seconds else ''}} {sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def now_from(args: argparse.Namespace) -> datetime:
-    """``--now`` (for scripted time travel) or the current time."""
+    """``--now`` (for scripted time travel) or the current time, in UTC."""
     return parse_when(getattr(args, "now", None)) or datetime.now(timezone.utc)
+
+
+def is_time_travel(now: datetime) -> bool:
+    """Whether ``now`` is another time than the wall clock's (by more than the audit log's tolerance)."""
+    return abs(now - datetime.now(timezone.utc)) > CLOCK_TOLERANCE
+
+
+def confirm_time(args: argparse.Namespace, now: datetime) -> None:
+    """Refuse a write as of another time than the current one unless --yes was given.
+
+    Writing "as of" another time dates memories then and measures decay, TTLs and sweeps from then, which a stray
+    --now does silently and for good; the audit log records the real time and the simulated one either way."""
+    if is_time_travel(now) and not getattr(args, "yes", False):
+        raise InvalidInput(
+            f"--now {format_when(now)} is not the current time, and this command writes to the store as of that time "
+            "(dates, decay, expiry); add --yes to do it anyway, or drop --now"
+        )
 
 
 def store_path(args: argparse.Namespace) -> Path:
     """The store file the command works on."""
-    return Path(args.db).expanduser() if args.db else default_store_path()
+    db = getattr(args, "db", None)
+    return Path(db).expanduser() if db else default_store_path()
 
 
 def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool = False) -> Any:
-    """Open the store named by --db / $MEMLENS_DB / the default path."""
+    """Open the store named by --db / $MEMLENS_DB / the default path.
+
+    Commands that only read pass ``create=False`` (and ``readonly=True`` where they may): they never create or
+    change a file, and say the store does not exist instead."""
     from memlens.store import MemoryStore
 
     return MemoryStore.open(store_path(args), create=create, readonly=readonly, actor="cli")

@@ -12,7 +12,11 @@ from memlens.errors import InvalidInput
 
 def register(sub: Any) -> None:
     """Add the ``demo`` subcommand."""
-    p = add_command(sub, "demo", cmd_demo, help="write a realistic demo: a few weeks of an agent's work across all four layers")
+    # --now needs no --yes here: back-dated activity is what a demo is (and it never touches a store holding
+    # memories without --force).
+    p = add_command(
+        sub, "demo", cmd_demo, help="write a realistic demo: a few weeks of an agent's work across all four layers", now_help="end the demo's activity at this time"
+    )
     p.add_argument("--days", type=int, default=21, help="how many days of activity, ending now (3-365, default 21)")
     p.add_argument("--seed", type=int, default=7, help="random seed (the same seed and time give the same store)")
     p.add_argument("--force", action="store_true", help="add the demo even if the store already holds memories")

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from memlens.cli.common import add_command, emit, now_from, open_store
+from memlens.cli.common import add_command, add_yes_flag, confirm_time, emit, now_from, open_store
 from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -27,12 +27,14 @@ def register(sub: Any) -> None:
             "Embed every latest memory that has no vector from the model yet. The endpoint comes from --base-url/--model "
             "or MEMLENS_EMBED_BASE_URL/MEMLENS_EMBED_MODEL (key: MEMLENS_EMBED_API_KEY or OPENAI_API_KEY). Safe to rerun."
         ),
+        now_help="embed as of this time",
     )
     p.add_argument("--base-url", help="endpoint base, e.g. http://localhost:11434/v1 (default: $MEMLENS_EMBED_BASE_URL)")
     p.add_argument("--model", help="embedding model name (default: $MEMLENS_EMBED_MODEL)")
     p.add_argument("--batch", type=int, default=64, help="texts per request (default 64)")
-    p.add_argument("--limit", type=int, help="embed at most this many memories")
+    p.add_argument("--limit", type=int, help="embed at most this many memories (default: all)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    add_yes_flag(p)
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
@@ -44,8 +46,9 @@ def cmd_embed(args: argparse.Namespace) -> int:
         raise InvalidInput("--batch must be at least 1")
     if args.limit is not None and args.limit < 0:
         raise InvalidInput("--limit must not be negative")
-    client = EmbeddingClient(config, batch=args.batch)
     now = now_from(args)
+    confirm_time(args, now)
+    client = EmbeddingClient(config, batch=args.batch)
     bar = ProgressBar("embedding", sys.stderr, enabled=not args.no_progress)
     with open_store(args) as store:
         try:

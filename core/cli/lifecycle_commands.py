@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from memlens.cli.common import add_command, emit, now_from, open_store
+from memlens.cli.common import add_command, add_yes_flag, confirm_time, emit, format_when, now_from, open_store
 from memlens.decay import composite_score
 from memlens.decay import strength as strength_of
 from memlens.errors import InvalidInput
@@ -20,29 +20,35 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands."""
-    p = add_command(sub, "sweep", cmd_sweep, help="forget what is due (TTL, weak, low value, duplicates, capacity), or list it with --dry-run", clock=False)
+    p = add_command(
+        sub, "sweep", cmd_sweep, help="forget what is due (TTL, weak, low value, duplicates, capacity), or list it with --dry-run", now_help="sweep as of this time"
+    )
     p.add_argument("--dry-run", action="store_true", help="only list what a sweep at that time would do; write nothing")
-    p.add_argument("--now", help="sweep as of this time (ISO 8601; default: now)")
+    add_yes_flag(p, "erase as of --now when it is another time than the current one (a --dry-run needs no confirmation)")
 
-    p = add_command(sub, "consolidate", cmd_consolidate, help="summarise finished sessions into episodes, extract facts and workflows", clock=False)
+    p = add_command(
+        sub, "consolidate", cmd_consolidate, help="summarise finished sessions into episodes, extract facts and workflows", now_help="consolidate as of this time"
+    )
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (default: $MEMLENS_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model name (default: $MEMLENS_LLM_MODEL)")
     p.add_argument("--llm-timeout", type=float, help="seconds to wait for an answer (default 30)")
     p.add_argument("--no-llm", action="store_true", help="use the deterministic method even if an LLM is configured")
-    p.add_argument("--now", help="consolidate as of this time (ISO 8601; default: now)")
+    add_yes_flag(p)
 
-    p = add_command(sub, "explain", cmd_explain, help="why a memory is where it is (strength, the next sweep, supersede, sources)", clock=False)
-    p.add_argument("id", type=int)
-    p.add_argument("--now", help="explain as of this time (ISO 8601; default: now)")
+    p = add_command(
+        sub, "explain", cmd_explain, help="why a memory is where it is (strength, the next sweep, supersede, sources)", now_help="explain as of this time"
+    )
+    p.add_argument("id", type=int, help="the memory's id")
 
-    p = add_command(sub, "strength", cmd_strength, help="a memory's strength, retention score and when it fades", clock=False)
-    p.add_argument("id", type=int)
-    p.add_argument("--threshold", type=float, help="fade threshold (default: the forget threshold)")
-    p.add_argument("--now", help="as of this time (ISO 8601; default: now)")
+    p = add_command(sub, "strength", cmd_strength, help="a memory's strength, retention score and when it fades", now_help="measure as of this time")
+    p.add_argument("id", type=int, help="the memory's id")
+    p.add_argument("--threshold", type=float, metavar="0..1", help="fade threshold, from 0 to 1 (default: the store's forget threshold)")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     now = now_from(args)
+    if not args.dry_run:
+        confirm_time(args, now)
     with open_store(args, create=False, readonly=args.dry_run) as store:
         report = store.sweep(now=now, dry_run=args.dry_run)
 
@@ -82,8 +88,9 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     from memlens.consolidate import run as run_consolidation
 
     now = now_from(args)
+    confirm_time(args, now)
     config = _llm_config(args)
-    with open_store(args) as store:
+    with open_store(args, create=False) as store:
         # --no-llm beats $MEMLENS_LLM_*: the environment is not read at all then.
         report = run_consolidation(store, now=now, llm=config, from_env=not args.no_llm)
     emit(args, report.to_dict(), report.message)
@@ -121,8 +128,8 @@ def cmd_strength(args: argparse.Namespace) -> int:
     if fade is None:
         when = "never by time alone" + (" (pinned)" if memory.pinned else "")
     elif fade <= now:
-        when = f"fell below {threshold:g} on {fade:%Y-%m-%d %H:%M} UTC"
+        when = f"fell below {threshold:g} on {format_when(fade)}"
     else:
-        when = f"falls below {threshold:g} on {fade:%Y-%m-%d %H:%M} UTC unless recalled"
+        when = f"falls below {threshold:g} on {format_when(fade)} unless recalled"
     emit(args, data, f"#{memory.id} strength {value:.3f}, retention score {score:.3f}; {when}")
     return 0

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any
 
-from memlens.cli.common import add_command, emit, now_from, open_store, store_path
+from memlens.cli.common import add_command, add_yes_flag, confirm_time, emit, now_from, open_store, store_path
 from memlens.errors import InvalidInput
 from memlens.maintenance import backup, describe, doctor
 from memlens.redact import redact
@@ -21,15 +21,17 @@ def register(sub: Any) -> None:
     p.add_argument("path", help="the backup file, or an existing folder to put a dated backup in")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
 
-    p = add_command(sub, "doctor", cmd_doctor, help="check the store (integrity, indexes, orphans, chains, audit chain)")
+    p = add_command(sub, "doctor", cmd_doctor, help="check the store (integrity, indexes, orphans, chains, audit chain)", now_help="check as of this time")
     p.add_argument("--repair", action="store_true", help="rebuild the derived indexes and fix what can be fixed")
+    add_yes_flag(p, "with --repair, write with --now set to another time than the current one")
 
     p = add_command(sub, "redact-check", cmd_redact_check, help="show what redaction would hide in TEXT (nothing is stored)", clock=False)
     p.add_argument("text", nargs="?", help="the text ('-' or nothing reads standard input)")
 
-    p = add_command(sub, "review", cmd_review, help="memories flagged because a memory they were derived from was forgotten")
+    p = add_command(sub, "review", cmd_review, help="memories flagged because a memory they were derived from was forgotten", now_help="clear a flag as of this time")
     p.add_argument("--done", type=int, metavar="ID", help="clear the flag of memory ID (it was checked)")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=int, default=100, help="list at most this many (default: 100)")
+    add_yes_flag(p, "with --done, write with --now set to another time than the current one")
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
@@ -44,7 +46,10 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    report = doctor(store_path(args), repair=args.repair, now=now_from(args))
+    now = now_from(args)
+    if args.repair:
+        confirm_time(args, now)
+    report = doctor(store_path(args), repair=args.repair, now=now)
     emit(args, report.to_dict(), lambda: describe(report))
     return 0 if report.ok else 1
 
@@ -93,9 +98,12 @@ def cmd_redact_check(args: argparse.Namespace) -> int:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    now = now_from(args)
+    if args.done is not None:
+        confirm_time(args, now)
     with open_store(args, create=False) as store:
         if args.done is not None:
-            m = store.mark_reviewed(args.done, now=now_from(args))
+            m = store.mark_reviewed(args.done, now=now)
             emit(args, m.to_dict(), f"#{m.id} is no longer flagged for review")
             return 0
         flagged = store.needing_review(limit=args.limit)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlens.errors import InvalidInput
+from memlens.io.problems import json_problem, utf8_problem
 from memlens.io.records import (
     MATCH_MODES,
     ExportSummary,
@@ -69,7 +70,7 @@ def detect_format(path: str | Path) -> str:
     except IsADirectoryError:
         raise InvalidInput(f"{path} is a folder, not an export file") from None
     except UnicodeDecodeError:
-        raise InvalidInput(f"{path} is not a text file (expected JSON or JSONL in UTF-8)") from None
+        raise InvalidInput(f"{path} is not UTF-8 text at {utf8_problem(path)} (expected JSON or JSONL in UTF-8)") from None
     except OSError as exc:
         raise InvalidInput(f"{path} cannot be read: {exc.strerror or exc}") from None
     return detect_text_format(head, name=str(path))
@@ -120,7 +121,7 @@ def read_text(text: str, *, format: str | None = None, now: datetime | None = No
         try:
             data = json.loads(text.lstrip("\ufeff"))
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"the input is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+            raise InvalidInput(f"the input is not valid JSON: {json_problem(exc)}") from None
         return memlens.io.agentmemory.parse(data)
     if fmt == "memlens":
         import memlens.io.jsonl

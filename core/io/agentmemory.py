@@ -33,6 +33,7 @@ from typing import Any
 
 from memlens.decay import cold_start_importance
 from memlens.errors import InvalidInput
+from memlens.io.problems import json_problem, utf8_problem
 from memlens.io.records import ImportBatch, MemoryRecord, RelationRecord, SessionRecord
 
 FORMAT = "agentmemory"
@@ -58,13 +59,13 @@ def load(path: str | Path) -> ImportBatch:
     except FileNotFoundError:
         raise InvalidInput(f"{path} does not exist") from None
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise InvalidInput(f"{path} is not UTF-8 text at {utf8_problem(exc.object)}") from None
     except OSError as exc:
         raise InvalidInput(f"{path} cannot be read: {exc.strerror or exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        raise InvalidInput(f"{path} is not valid JSON: {json_problem(exc)}") from None
     return parse(data)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memlens.errors import InvalidInput
+from memlens.io.problems import json_what, utf8_problem
 from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
 from memlens.models import RELATION_KINDS, Layer, Origin
 
@@ -120,8 +121,8 @@ def load(path: str | Path) -> ImportBatch:
             return parse(fh)
     except FileNotFoundError:
         raise InvalidInput(f"{path} does not exist") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path} is not UTF-8 text at {utf8_problem(path)}") from None
     except OSError as exc:
         raise InvalidInput(f"{path} cannot be read: {exc.strerror or exc}") from None
 
@@ -143,7 +144,7 @@ def parse(lines: Iterable[str] | IO[str]) -> ImportBatch:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            raise InvalidInput(f"{where}: not valid JSON ({json_what(exc)}, at column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise InvalidInput(f"{where}: each line must be a JSON object")
         if header is None:

@@ -16,7 +16,7 @@ import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,13 @@ from memlens.models import ts_from_dt
 
 #: The hash an audit chain starts from.
 GENESIS_HASH = "0" * 64
+#: How far a caller's ``now`` may be from the wall clock before the audit log records it as a separate ``as_of``.
+CLOCK_TOLERANCE = timedelta(seconds=1)
+#: Every operation the engine writes to the audit log (``memlens audit --operation`` offers these).
+AUDIT_OPERATIONS = (
+    "configure", "consolidate", "embed", "end_session", "flag_review", "forget", "forget_session", "import", "recall",
+    "relate", "remember", "remember_many", "repair", "reviewed", "supersede", "sweep", "sweep_run", "update",
+)  # fmt: skip
 #: Audit entries naming more memories than this keep their targets in the entry only (no per-target index rows).
 MAX_INDEXED_TARGETS = 1000
 
@@ -62,12 +69,18 @@ def append_audit(
 ) -> int:
     """Append one audit entry inside the caller's write transaction, chained to the previous one by hash.
 
-    Never pass memory text here: the log outlives what it describes (a forgotten memory leaves only its hash).
+    The entry's time is always the wall clock: the log records when things happened. When ``now`` (the time the
+    operation acted as of) differs from it by more than :data:`CLOCK_TOLERANCE`, it is kept as ``as_of`` (ISO 8601,
+    UTC) in the details, inside the hash chain. Never pass memory text here: the log outlives what it describes (a
+    forgotten memory leaves only its hash).
     """
     targets = sorted(set(target_ids))
     prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
     prev_hash = prev[0] if prev else GENESIS_HASH
-    at = ts_from_dt(now)
+    wall = datetime.now(timezone.utc)
+    at = ts_from_dt(wall)
+    if abs(resolve_now(now) - wall) > CLOCK_TOLERANCE:
+        details = {**details, "as_of": now.astimezone(timezone.utc).isoformat()}
     details_text = to_json(details)
     targets_text = to_json(targets)
     digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)

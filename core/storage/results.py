@@ -109,6 +109,16 @@ class AuditEntry:
     details: dict[str, Any]
     hash: str
 
+    @property
+    def as_of(self) -> datetime:
+        """The time the operation acted as of: the simulated time kept in ``details["as_of"]`` when it was run at
+        another time than the wall clock (e.g. ``memlens sweep --now``), else :attr:`at`."""
+        value = self.details.get("as_of")
+        try:
+            return datetime.fromisoformat(value) if isinstance(value, str) else self.at
+        except ValueError:
+            return self.at
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {

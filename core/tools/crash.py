@@ -49,6 +49,8 @@ LATER = NOW + timedelta(days=400)
 #: The progress handler runs every this many SQLite VM instructions; a step kill lands on one of these calls.
 STEP = 100
 #: Tables whose rows make up a store's logical state (the FTS indexes are checked for agreement separately).
+#: Columns that say when a run happened rather than what it did: the audit log's wall-clock time and the hashes over it.
+RUN_TIME_COLUMNS = {"audit": ("at", "prev_hash", "hash")}
 STATE_TABLES = ("memories", "memory_tags", "relations", "sessions", "access_log", "audit", "audit_targets", "meta", "token_stats")
 OPERATIONS = ("import", "remember_many", "forget", "sweep", "consolidate")
 
@@ -226,10 +228,10 @@ def digest(path: Path) -> str:
     try:
         h = hashlib.sha256()
         for table in STATE_TABLES:
-            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[1] not in RUN_TIME_COLUMNS.get(table, ())]
             order = ", ".join(str(i + 1) for i in range(len(columns)))
             h.update(table.encode())
-            for row in conn.execute(f"SELECT * FROM {table} ORDER BY {order}"):
+            for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}"):
                 h.update(repr(row).encode())
         return h.hexdigest()
     finally:
