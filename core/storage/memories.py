@@ -62,8 +62,8 @@ class MemoryRepository:
         source_ref: str | None = None,
         origin: str | Origin = Origin.AGENT,
         pinned: bool = False,
-        supersede_id: int | None = None,
         supersede: bool = True,
+        supersede_id: int | None = None,
         now: datetime,
     ) -> Memory:
         """Store a memory and return it.
@@ -71,12 +71,12 @@ class MemoryRepository:
         Secrets are redacted first. In the knowledge layers (semantic, procedural) the new memory supersedes the
         most similar latest memory above the threshold (same project or no project): it becomes that chain's next
         version and the old one stops being latest. A best match above the advisory threshold is linked as
+        ``related`` instead. ``importance`` defaults to the cold-start estimate from the text.
 
         ``supersede_id`` names the memory to supersede instead of leaving it to similarity (a person confirming an
         advisory match): it must be the latest version of its chain, in the same layer, with a compatible project;
         the supersede is audited like any other, with ``"chosen": true``. Without a ``project`` of its own the new
         version takes the chain's.
-        ``related`` instead. ``importance`` defaults to the cold-start estimate from the text.
         """
         type_ = check_type(type)
         text = check_text(content, "content")
@@ -93,12 +93,12 @@ class MemoryRepository:
         if imp is None:
             imp = decay.cold_start_importance(text)
         ttl = check_ttl(ttl_days)
-        chosen = check_id(supersede_id) if supersede_id is not None else None
         origin_name = check_origin(origin)
+        chosen = check_id(supersede_id) if supersede_id is not None else None
+        with self.ctx.write() as conn:
             if chosen is not None:
                 # A version without a project of its own stays in its chain's project (project searches find it).
                 project = self._check_supersedable(conn, chosen, layer_name, project)
-        with self.ctx.write() as conn:
             memory_id = self.insert_memory(
                 conn,
                 content=text,
@@ -114,11 +114,12 @@ class MemoryRepository:
                 source_ref=source_ref,
                 origin=origin_name,
                 pinned=bool(pinned),
-                supersede_id=chosen,
                 detect=supersede,
+                supersede_id=chosen,
                 now=now,
             )
             return self.get_in(conn, memory_id)
+
     def _check_supersedable(self, conn: db.Connection, memory_id: int, layer: str, project: str | None) -> str | None:
         """Refuse a ``supersede_id`` that a new memory of ``layer`` and ``project`` cannot supersede; return the
         project the new version gets (its own, else the chain's)."""
@@ -130,7 +131,6 @@ class MemoryRepository:
         if not supersede.compatible_projects(project, target.project):
             raise InvalidInput(f"#{memory_id} belongs to project {target.project!r}, not {project!r}")
         return project if project is not None else target.project
-
 
 
     def insert_memory(
@@ -152,8 +152,8 @@ class MemoryRepository:
         pinned: bool,
         detect: bool,
         now: datetime,
-        supersede_id: int | None = None,
         audit: bool = True,
+        supersede_id: int | None = None,
     ) -> int:
         """Insert one checked memory inside the caller's write transaction and return its id.
 
@@ -239,9 +239,9 @@ class MemoryRepository:
             details: dict[str, Any] = {"layer": layer, "type": type_, "origin": origin, "version": version}
             if superseding:
                 assert match is not None
+                details.update(superseded=match.memory_id, similarity=round(match.similarity, 4))
                 if supersede_id is not None:
                     details["chosen"] = True
-                details.update(superseded=match.memory_id, similarity=round(match.similarity, 4))
             elif match is not None:
                 details.update(similar_to=match.memory_id, similarity=round(match.similarity, 4))
             if metadata.get("redactions"):
@@ -572,16 +572,11 @@ class MemoryRepository:
                     "UPDATE memories SET last_accessed_at = ?, access_count = ?, fade_at = ? WHERE id = ?",
                     (last, count, fade, memory_id),
                 )
-        project: str | None = None,
-        clear_project: bool = False,
                 conn.execute("INSERT INTO access_log(memory_id, at) VALUES (?, ?)", (memory_id, ts))
                 memories.append(memory_id)
             self.ctx.audit(conn, "recall", memories, {"count": len(memories)}, now)
             return [self.get_in(conn, i) for i in memories]
 
-        new_project = check_optional_name(project, "project")
-        if clear_project and new_project is not None:
-            raise InvalidInput("give a project or clear_project, not both")
 
     def update(
         self,
@@ -592,11 +587,16 @@ class MemoryRepository:
         pinned: bool | None = None,
         ttl_days: float | None = None,
         clear_ttl: bool = False,
+        project: str | None = None,
+        clear_project: bool = False,
         now: datetime,
     ) -> Memory:
         """Change a memory's importance, tags, pinning, TTL or project (audited). Text never changes in place:
         remembering a new text makes a new version. ``clear_ttl``/``clear_project`` remove the TTL/project."""
         imp = check_importance(importance)
+        new_project = check_optional_name(project, "project")
+        if clear_project and new_project is not None:
+            raise InvalidInput("give a project or clear_project, not both")
         new_tags = check_tags(tags) if tags is not None else None
         ttl = check_ttl(ttl_days)
         with self.ctx.write() as conn:
@@ -609,10 +609,6 @@ class MemoryRepository:
                 sets.append("importance = ?")
                 params.append(imp)
             if pinned is not None and bool(pinned) != m.pinned:
-            if (new_project is not None or clear_project) and new_project != m.project:
-                changes["project"] = [m.project, new_project]
-                sets.append("project = ?")
-                params.append(new_project)
                 changes["pinned"] = [m.pinned, bool(pinned)]
                 sets.append("pinned = ?")
                 params.append(int(bool(pinned)))
@@ -628,6 +624,10 @@ class MemoryRepository:
                 changes["forget_after"] = [m.forget_after.isoformat() if m.forget_after else None, utc_from_ts(forget_after).isoformat() if forget_after else None]  # type: ignore[union-attr]
                 sets.append("forget_after = ?")
                 params.append(forget_after)
+            if (new_project is not None or clear_project) and new_project != m.project:
+                changes["project"] = [m.project, new_project]
+                sets.append("project = ?")
+                params.append(new_project)
             if not sets:
                 return m
             sets.append("updated_at = ?")
