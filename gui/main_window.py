@@ -53,6 +53,7 @@ LAYER_LABELS = {"working": "Working", "episodic": "Episodic", "semantic": "Seman
 USER_ERRORS: tuple[type[BaseException], ...] = (MemlensError, LLMError, OSError)
 COMPARE_LIMIT = 8
 SEARCH_DEBOUNCE_MS = 300
+EDIT_TIP = "Edit importance, tags, pinning, project and TTL"
 
 
 #: The detail pane's starting width (it keeps it: the table's text column takes what the window gains).
@@ -324,7 +325,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_settings = self._action("actionSettings", "&Settings…", "settings", self.settings_dialog, K("Ctrl+,"), "Timers, thresholds, decay rates, LLM, theme")
         self.act_quit = self._action("actionQuit", "&Quit", None, self.close, K.StandardKey.Quit)
         self.act_new_memory = self._action("actionNewMemory", "&New Memory…", "new", self.new_memory_dialog, K.StandardKey.New, "Write a memory and preview what it would supersede")
-        self.act_edit = self._action("actionEdit", "&Edit…", "edit", self.edit_dialog, K("Ctrl+E"), "Edit importance, tags and pinning")
+        self.act_edit = self._action("actionEdit", "&Edit…", "edit", self.edit_dialog, K("Ctrl+E"), EDIT_TIP)
         self.act_pin = self._action("actionPin", "&Pin / Unpin", "pin", self.toggle_pin, K("Ctrl+P"), "Pinned memories are never swept")
         self.act_forget = self._action("actionForget", "&Forget…", "forget", self.forget_selected, K(QtCore.Qt.Key.Key_Delete), "Erase the selected memories for good")
         self.act_find = self._action("actionFind", "&Find", "search", self.focus_search, K.StandardKey.Find, "Search memories (full text)")
@@ -472,6 +473,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.detail.setMinimumWidth(260)
         self.detail.link_activated.connect(self._link)
         self.detail.edit_requested.connect(self.edit_dialog)
+        self.detail.edit_button.setToolTip(EDIT_TIP)
         self.detail.pin_requested.connect(self._pin_from_detail)
         self.detail.forget_requested.connect(self.forget_detail)
         self.memory_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
@@ -1289,7 +1291,10 @@ class MainWindow(QtWidgets.QMainWindow):
 
         def accepted() -> None:
             c = dialog.candidate()
-            op = remember(self, c.content, type=c.type, project=c.project, tags=list(c.tags), supersede=c.supersede, now=self.clock())
+            op = remember(
+                self, c.content, type=c.type, project=c.project, tags=list(c.tags), supersede=c.supersede,
+                supersede_id=c.supersede_id, now=self.clock(),
+            )
             op.success(stored).run_in_background()
 
         dialog.accepted.connect(accepted)
@@ -1299,11 +1304,11 @@ class MainWindow(QtWidgets.QMainWindow):
         return self.detail.data.memory if self.detail.data is not None else None
 
     def edit_dialog(self) -> None:
-        """Ctrl+E: edit the shown memory's importance, tags and pinning."""
+        """Ctrl+E: edit the shown memory's importance, tags, pinning, project and TTL."""
         memory = self._current_memory()
         if memory is None or self.read_only():
             return
-        dialog = EditDialog(memory, self)
+        dialog = EditDialog(memory, self, now=self.clock())  # TTL days count from the window's clock
 
         def accepted() -> None:
             changes = dialog.changes()
