@@ -40,6 +40,7 @@ from memlens.extract import FactDraft, WorkflowDraft, recurring_facts, recurring
 from memlens.llm import LLMClient, LLMConfig, LLMError, llm_extract, llm_summarize_session
 from memlens.models import Memory
 from memlens.redact import redact
+from memlens.storage.validation import check_time
 from memlens.text import similarity_tokens
 
 if TYPE_CHECKING:
@@ -154,7 +155,8 @@ def run(
 ) -> ConsolidationReport:
     """Consolidate the store at ``now`` (see the module docstring). With ``llm`` None, ``MEMLENS_LLM_*`` decides
     whether the LLM is used (unless ``from_env`` is False: then the deterministic method runs). Never raises for LLM
-    trouble: the report's ``error`` says what went wrong."""
+    trouble: the report's ``error`` says what went wrong; a ``now`` outside MIN_TIME..MAX_TIME raises InvalidInput."""
+    now = check_time(now, "now")
     config = llm
     if config is None and from_env:
         try:

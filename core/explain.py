@@ -15,6 +15,7 @@ from memlens.config import StoreSettings
 from memlens.errors import NotFound
 from memlens.models import Memory
 from memlens.rules.base import article, duration
+from memlens.storage.validation import check_time
 from memlens.sweep import StoreView
 
 if TYPE_CHECKING:
@@ -27,7 +28,9 @@ _ERASING = ("forget", "forget_session", "sweep", "forget_matching")
 def explain(store: MemoryStore, memory_id: int, *, now: datetime) -> str:
     """One or two sentences on a memory's state at ``now``: its strength and what the next sweep does with it,
     what superseded it, what it came from. For a forgotten id, when and why it was erased (from the audit log);
-    an id that never existed raises :class:`memlens.errors.NotFound`."""
+    an id that never existed raises :class:`memlens.errors.NotFound`, a ``now`` outside MIN_TIME..MAX_TIME
+    :class:`memlens.errors.InvalidInput`."""
+    now = check_time(now, "now")
     try:
         memory = store.get(memory_id)
     except NotFound:

@@ -410,3 +410,202 @@ def test_time_travel_and_dates_on_the_command_line(seeded: MemoryStore, db_path:
     later = (T0 + timedelta(days=3)).isoformat()
     with strict_streams() as (_out, _err):
         assert main(["--db", str(db_path), "search", "seed", "--until", later]) == 0
+
+
+# --- values at the edges: dates, integers, nesting, version chains (issue 16, point 1) ------------------------------
+#
+# Each family once gave a traceback (OverflowError, ValueError, RecursionError) or was accepted and broke a later
+# command. Every one now gets a one-line refusal, and the store is left as it was.
+
+_EDGE_DAYS = [
+    "0001-01-01", "0001-01-01T00:00+05:00", "1969-12-31T23:59:59", "1970-01-01", "7999-12-31T23:59:59",
+    "8000-01-01T00:00:01", "9998-06-01", "9999-12-31", "9999-12-31T23:59:59.999999-05:00",
+]
+EDGE_TIMES = st.one_of(
+    st.sampled_from(_EDGE_DAYS),
+    st.builds(
+        lambda when, minutes: when.replace(tzinfo=timezone(timedelta(minutes=minutes))).isoformat(),
+        st.one_of(st.datetimes(max_value=datetime(1971, 1, 1)), st.datetimes(min_value=datetime(7990, 1, 1))),
+        st.integers(-23 * 60, 23 * 60),
+    ),
+)
+#: Whole numbers around and far beyond SQLite's INTEGER (2**63 - 1), negative ones, and a literal too long for Python.
+HUGE_INTS = st.one_of(
+    st.integers(min_value=2**63 - 2, max_value=2**200),
+    st.integers(min_value=-(2**70), max_value=-1),
+    st.sampled_from([2**63, 2**64, -(2**63) - 1]),
+).map(str) | st.just("9" * 5000)
+#: JSON text nested far deeper than any export: ``[[[...]]]`` or ``{"a":{"a":...}}``.
+DEEP_JSON = st.builds(
+    lambda depth, brackets: brackets[0] * depth + "1" + brackets[1] * depth,
+    st.integers(min_value=101, max_value=5000),
+    st.sampled_from([("[", "]"), ('{"a":', "}"), ('[{"a":', "}]")]),
+)
+
+
+@st.composite
+def parent_graphs(draw: Any) -> list[int | None]:
+    """Parent links among n memories (index of the parent, or None) that always contain a loop (a self-parent is a
+    loop of one)."""
+    n = draw(st.integers(min_value=1, max_value=6))
+    parents: list[int | None] = draw(st.lists(st.one_of(st.none(), st.integers(0, n - 1)), min_size=n, max_size=n))
+    members = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
+    for position, member in enumerate(members):
+        parents[member] = members[(position + 1) % len(members)]
+    return parents
+
+
+def run_cli(db_path: Path, *argv: str) -> tuple[int, str]:
+    """``memlens --db db_path argv...`` through main(): the exit code and standard error."""
+    with strict_streams() as (_out, err):
+        try:
+            code = main(["--db", str(db_path), *argv])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+    return code, err.getvalue().decode("utf-8")
+
+
+def assert_clean_exit(code: int, stderr: str) -> None:
+    assert code in (0, 1, 2) and "Traceback" not in stderr, stderr
+    if code:
+        assert stderr.startswith("memlens: ") and stderr.count("\n") == 1, stderr
+
+
+@SETTINGS
+@given(when=EDGE_TIMES, command=st.sampled_from(["explain", "consolidate", "remember", "search", "sweep", "audit", "strength"]))
+@example(when="0001-01-01", command="explain")
+@example(when="0001-01-01", command="consolidate")
+@example(when="9999-01-01", command="remember")
+def test_times_at_the_edges_of_the_calendar_are_refused_in_one_line(seeded: MemoryStore, db_path: Path, when: str, command: str):
+    argv = {
+        "explain": ["explain", "1", "--now", when],
+        "consolidate": ["consolidate", "--now", when, "--yes"],
+        "remember": ["remember", "edge of time", "--ttl-days", "365000", "--now", when, "--yes"],
+        "search": ["search", "seed", "--since", when],
+        "sweep": ["sweep", "--now", when, "--yes"],
+        "audit": ["audit", "--since", when],
+        "strength": ["strength", "1", "--now", when],
+    }[command]
+    before = state(seeded)
+    code, stderr = run_cli(db_path, *argv)
+    assert_clean_exit(code, stderr)
+    if code:
+        assert state(seeded) == before
+
+
+def _memlens_export(store: MemoryStore) -> list[dict[str, Any]]:
+    import json
+
+    from memlens.io import jsonl
+
+    return [json.loads(line) for _kind, line in jsonl.records(store, now=T0)]
+
+
+def _write_lines(path: Path, objects: list[Any], raw: dict[int, str] | None = None) -> Path:
+    """JSONL of ``objects``, with line i replaced by ``raw[i]`` where given (for text json.dumps cannot write)."""
+    import json
+
+    lines = [(raw or {}).get(i) or json.dumps(obj, ensure_ascii=False) for i, obj in enumerate(objects)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def assert_import_is_clean(store: MemoryStore, db_path: Path, file: Path, *, refused: bool | None = None) -> None:
+    """Importing ``file`` through the import functions and through the CLI: a result or one clear refusal that
+    changed nothing; whatever was imported can be explained."""
+    from memlens.explain import explain
+    from memlens.io import import_file
+
+    before = state(store)
+    outcome = attempt(store, lambda: import_file(store, file, now=T0))
+    if refused is not None:
+        assert isinstance(outcome, MemlensError) == refused, outcome
+    if not isinstance(outcome, MemlensError):
+        for memory in store.iter_memories():
+            explain(store, memory.id, now=T0)
+        return
+    code, stderr = run_cli(db_path, "import", str(file))
+    assert_clean_exit(code, stderr)
+    assert code != 0 and state(store) == before
+
+
+_MEMORY_INTS = ["id", "chain_id", "access_count", "version", "parent_id"]
+_MEMORY_TIMES = ["created_at", "updated_at", "last_accessed_at", "forget_after"]
+
+
+@SETTINGS
+@given(data=st.data())
+@example(data=None)
+def test_memlens_import_refuses_edge_values_in_one_line(seeded: MemoryStore, db_path: Path, tmp_path: Path, data: Any):
+    objects = _memlens_export(seeded)
+    raw: dict[int, str] = {}
+    line = next(i for i, obj in enumerate(objects) if obj.get("record") == "memory")
+    if data is None:  # the attack that was accepted, then broke explain
+        objects[line]["created_at"] = "9999-12-31T00:00:00+00:00"
+    else:
+        family = data.draw(st.sampled_from(["int", "supersedes", "sequence", "time", "access_log", "deep"]))
+        if family in ("int", "supersedes", "sequence"):
+            name = {"int": data.draw(st.sampled_from(_MEMORY_INTS)), "supersedes": "supersedes", "sequence": "sequence"}[family]
+            target = 0 if family == "sequence" else line
+            value = data.draw(HUGE_INTS)
+            text = json_with(objects[target], name, f"[{value}]" if family == "supersedes" else value)
+            raw[target] = text
+        elif family in ("time", "access_log"):
+            when = data.draw(EDGE_TIMES)
+            name = data.draw(st.sampled_from(_MEMORY_TIMES)) if family == "time" else "access_log"
+            objects[line][name] = [when] if family == "access_log" else when
+        else:
+            raw[line] = json_with(objects[line], data.draw(st.sampled_from(["metadata", "tags"])), data.draw(DEEP_JSON))
+    file = _write_lines(tmp_path / "edge.jsonl", objects, raw)
+    assert_import_is_clean(seeded, db_path, file)
+
+
+def json_with(obj: dict[str, Any], name: str, raw_value: str) -> str:
+    """``obj`` as JSON with ``name`` set to ``raw_value`` written as is (a number or nesting json.dumps cannot write)."""
+    import json
+
+    marker = "__memlens_edge__"
+    return json.dumps({**obj, name: marker}, ensure_ascii=False).replace(f'"{marker}"', raw_value)
+
+
+@SETTINGS
+@given(parents=parent_graphs())
+@example(parents=[0])  # a self-parent
+@example(parents=[1, 0])
+def test_memlens_import_refuses_version_chains_that_loop(seeded: MemoryStore, db_path: Path, tmp_path: Path, parents: list[int | None]):
+    header, *rest = _memlens_export(seeded)
+    template = next(obj for obj in rest if obj.get("record") == "memory")
+    base = 10_000
+    memories = []
+    for i, parent in enumerate(parents):
+        memories.append(
+            {**template, "id": base + i, "chain_id": base, "content": f"looping memory {i}", "title": f"looping {i}",
+             "parent_id": None if parent is None else base + parent, "version": i + 1, "is_latest": i == len(parents) - 1}
+        )
+    end = {"record": "end", "sessions": 0, "memories": len(memories), "relations": 0}
+    file = _write_lines(tmp_path / "loop.jsonl", [{**header, "sequence": base + len(parents)}, *memories, end])
+    assert_import_is_clean(seeded, db_path, file, refused=True)
+
+
+def _agentmemory_export(version: str, created: str, deep: str | None) -> str:
+    import json
+
+    doc = {
+        "version": "0.7.0",
+        "exportedAt": "2026-01-05T09:00:00Z",
+        "memories": [
+            {"id": "mem_1", "content": "agentmemory edge case", "type": "fact", "createdAt": created, "version": "__v__"},
+        ],
+    }
+    text = json.dumps(doc).replace('"__v__"', version)
+    return text.replace('"agentmemory edge case"', f'"agentmemory edge case", "files": {deep}') if deep else text
+
+
+@SETTINGS
+@given(version=st.one_of(HUGE_INTS, st.just("1")), created=st.one_of(EDGE_TIMES, st.just("2026-01-01T00:00:00Z")), deep=st.one_of(st.none(), DEEP_JSON))
+@example(version=str(2**63), created="2026-01-01T00:00:00Z", deep=None)
+@example(version="1", created="2026-01-01T00:00:00Z", deep="[" * 1000 + "]" * 1000)
+def test_agentmemory_import_refuses_edge_values_in_one_line(seeded: MemoryStore, db_path: Path, tmp_path: Path, version: str, created: str, deep: str | None):
+    file = tmp_path / "agentmemory.json"
+    file.write_text(_agentmemory_export(version, created, deep), encoding="utf-8")
+    assert_import_is_clean(seeded, db_path, file)

@@ -18,6 +18,7 @@ from typing import Any
 from memlens.config import default_store_path
 from memlens.errors import InvalidInput
 from memlens.storage.context import CLOCK_TOLERANCE
+from memlens.storage.validation import MAX_TIME, MIN_TIME, check_time
 
 #: What --db says in every help, at the top and after each subcommand.
 DB_HELP = f"store file (default: $MEMLENS_DB or {default_store_path()})"
@@ -106,7 +107,10 @@ def parse_when(text: str | None) -> datetime | None:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise InvalidInput(f"not a date or time: {text!r} (use an {TIME_FORMAT})") from None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    try:
+        return check_time(when if when.tzinfo else when.replace(tzinfo=timezone.utc), "a time")
+    except InvalidInput:
+        raise InvalidInput(f"{text.strip()!r} is out of range: memlens takes times from {MIN_TIME:%Y-%m-%d} to {MAX_TIME:%Y-%m-%d}") from None
 
 
 def format_when(when: datetime | None, *, seconds: bool = False) -> str:

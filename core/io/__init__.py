@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlens.errors import InvalidInput
-from memlens.io.problems import json_problem, utf8_problem
+from memlens.io.problems import json_problem, load_json, utf8_problem
 from memlens.io.records import (
     MATCH_MODES,
     ExportSummary,
@@ -81,7 +81,7 @@ def detect_text_format(head: str, *, name: str = "the input") -> str:
     stripped = head.lstrip("\ufeff \t\r\n")
     try:
         header = json.loads(stripped.split("\n", 1)[0])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to be a header: the readers say which
         header = None
     if isinstance(header, dict) and header.get("format") == "memlens":
         return "memlens"
@@ -119,9 +119,11 @@ def read_text(text: str, *, format: str | None = None, now: datetime | None = No
         import memlens.io.agentmemory
 
         try:
-            data = json.loads(text.lstrip("\ufeff"))
+            data = load_json(text.lstrip("\ufeff"))
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"the input is not valid JSON: {json_problem(exc)}") from None
+        except InvalidInput as exc:
+            raise InvalidInput(f"the input: {exc}") from None
         return memlens.io.agentmemory.parse(data)
     if fmt == "memlens":
         import memlens.io.jsonl

@@ -33,8 +33,9 @@ from typing import Any
 
 from memlens.decay import cold_start_importance
 from memlens.errors import InvalidInput
-from memlens.io.problems import json_problem, utf8_problem
-from memlens.io.records import ImportBatch, MemoryRecord, RelationRecord, SessionRecord
+from memlens.io.problems import json_problem, load_json, utf8_problem
+from memlens.io.records import ImportBatch, MemoryRecord, RelationRecord, SessionRecord, parent_loop
+from memlens.storage.validation import MAX_EXPIRY, check_time, check_whole
 
 FORMAT = "agentmemory"
 #: Sections that are imported; everything else at the top level except these and the envelope is reported as ignored.
@@ -63,9 +64,11 @@ def load(path: str | Path) -> ImportBatch:
     except OSError as exc:
         raise InvalidInput(f"{path} cannot be read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{path} is not valid JSON: {json_problem(exc)}") from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc}") from None
     return parse(data)
 
 
@@ -238,7 +241,7 @@ class _Reader:
             created = _time(obj.get("createdAt"), f"{where}.createdAt")
             strength = obj.get("strength")
             importance = _scaled(strength, 10.0, f"{where}.strength") if strength is not None else cold_start_importance(content)
-            version = _whole(obj.get("version", 1), f"{where}.version", minimum=1)
+            version = check_whole(obj.get("version", 1), f"{where}.version", minimum=1)
             is_latest = obj.get("isLatest", True)
             if not isinstance(is_latest, bool):
                 raise InvalidInput(f"{where}.isLatest must be true or false, not {is_latest!r}")
@@ -269,7 +272,7 @@ class _Reader:
                 parent_key=source_ref("memory", parent) if parent else None,
                 supersedes_keys=tuple(source_ref("memory", s) for s in supersedes),
                 is_latest=is_latest,
-                forget_after=_opt_time(obj.get("forgetAfter"), f"{where}.forgetAfter"),
+                forget_after=_opt_time(obj.get("forgetAfter"), f"{where}.forgetAfter", latest=MAX_EXPIRY),
                 metadata={"agentmemory": extra},
                 label=where,
             )
@@ -353,7 +356,7 @@ class _Reader:
             else:
                 importance = cold_start_importance(content)
             accessed = _opt_time(obj.get("lastAccessedAt"), f"{where}.lastAccessedAt")
-            count = _whole(obj.get("accessCount", 0) or 0, f"{where}.accessCount", minimum=0)
+            count = check_whole(obj.get("accessCount", 0) or 0, f"{where}.accessCount", minimum=0)
             extra = {k: obj[k] for k in ("confidence", "strength", "sourceSessionIds", "sourceMemoryIds") if obj.get(k) not in (None, [])}
             extra["id"] = mid
             key = source_ref("semantic", mid)
@@ -468,7 +471,7 @@ class _Reader:
             where = f"accessLogs[{i}]"
             obj = _object(item, where)
             mid = _ident(obj.get("memoryId"), f"{where}.memoryId")
-            count = _whole(obj.get("count", 0) or 0, f"{where}.count", minimum=0)
+            count = check_whole(obj.get("count", 0) or 0, f"{where}.count", minimum=0)
             last = _opt_time(obj.get("lastAt"), f"{where}.lastAt")
             recent = obj.get("recent") or []
             if not isinstance(recent, list):
@@ -488,18 +491,9 @@ class _Reader:
 
     def _check_chains(self) -> None:
         """Refuse parent links that loop (a -> b -> a): a version chain must have a first version."""
-        parents = {r.key: r.parent_key for r in self.batch.memories if r.parent_key}
-        labels = {r.key: r.label for r in self.batch.memories}
-        done: set[str] = set()
-        for start in parents:
-            path: list[str] = []
-            key: str | None = start
-            while key is not None and key not in done:
-                if key in path:
-                    raise InvalidInput(f"{labels[start]}.parentId: the version chain loops back on itself")
-                path.append(key)
-                key = parents.get(key)
-            done.update(path)
+        looping = parent_loop(self.batch.memories)
+        if looping is not None:
+            raise InvalidInput(f"{looping.label}.parentId: the version chain loops back on itself")
 
 
 # --- field checks ------------------------------------------------------------------------------------------------
@@ -550,14 +544,6 @@ def _str_list(value: Any, where: str) -> list[str]:
     return [item for item in value if item.strip()]
 
 
-def _whole(value: Any, where: str, *, minimum: int) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(f"{where} must be a whole number of at least {minimum}, not {value!r}")
-    return value
-
-
 def _scaled(value: Any, top: float, where: str) -> float:
     """A strength or importance on agentmemory's 0..``top`` scale as a memlens importance in 0..1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -567,7 +553,7 @@ def _scaled(value: Any, top: float, where: str) -> float:
     return round(float(value) / top, 6)
 
 
-def _time(value: Any, where: str) -> datetime:
+def _time(value: Any, where: str, *, latest: datetime | None = None) -> datetime:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{where} must be an ISO 8601 time, not {value!r}")
     text = value.strip()
@@ -576,11 +562,12 @@ def _time(value: Any, where: str) -> datetime:
     except ValueError:
         raise InvalidInput(f"{where} is not an ISO 8601 time: {value!r}") from None
     # agentmemory writes UTC ('Z'); a time without a zone is read as UTC rather than guessed.
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+    return check_time(when, where, **({"latest": latest} if latest else {}))
 
 
-def _opt_time(value: Any, where: str) -> datetime | None:
-    return None if value is None or value == "" else _time(value, where)
+def _opt_time(value: Any, where: str, *, latest: datetime | None = None) -> datetime | None:
+    return None if value is None or value == "" else _time(value, where, latest=latest)
 
 
 def _epoch(value: Any, where: str) -> datetime:
@@ -591,9 +578,10 @@ def _epoch(value: Any, where: str) -> datetime:
         raise InvalidInput(f"{where} must be a time, not {value!r}")
     seconds = value / 1000.0 if value > 1e11 else float(value)
     try:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        when = datetime.fromtimestamp(seconds, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         raise InvalidInput(f"{where} is not a usable time: {value!r}") from None
+    return check_time(when, where)
 
 
 def _one_line(value: Any, limit: int = 200) -> str:

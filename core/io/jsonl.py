@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memlens.errors import InvalidInput
-from memlens.io.problems import json_what, utf8_problem
-from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord
+from memlens.io.problems import json_what, load_json, utf8_problem
+from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord, parent_loop
 from memlens.models import RELATION_KINDS, Layer, Origin
+from memlens.storage.validation import MAX_EXPIRY, MAX_TIME, check_time, check_whole
 
 if TYPE_CHECKING:
     from memlens.store import MemoryStore
@@ -142,9 +143,11 @@ def parse(lines: Iterable[str] | IO[str]) -> ImportBatch:
         if end is not None:
             raise InvalidInput(f"{where}: there is data after the end record")
         try:
-            obj = json.loads(text)
+            obj = load_json(text)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"{where}: not valid JSON ({json_what(exc)}, at column {exc.colno})") from None
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
         if not isinstance(obj, dict):
             raise InvalidInput(f"{where}: each line must be a JSON object")
         if header is None:
@@ -179,6 +182,10 @@ def parse(lines: Iterable[str] | IO[str]) -> ImportBatch:
     for name, found in (("sessions", len(batch.sessions)), ("memories", len(batch.memories)), ("relations", len(batch.relations))):
         if end.get(name) != found:
             raise InvalidInput(f"the end record counts {end.get(name)!r} {name}, but the file holds {found}")
+    looping = parent_loop(batch.memories)
+    if looping is not None:
+        what = "is its own parent" if looping.parent_key == looping.key else "has a parent_id that leads back to itself"
+        raise InvalidInput(f"{looping.label}: the memory {what}; a version chain must start at a first version")
     return batch
 
 
@@ -190,22 +197,20 @@ def _check_header(obj: dict[str, Any], where: str) -> dict[str, Any]:
         raise InvalidInput(f"{where}: the header's version must be a positive whole number, not {version!r}")
     if version > VERSION:
         raise InvalidInput(f"this file uses memlens export format {version}; this memlens reads up to {VERSION}. Upgrade memlens to import it.")
-    sequence = obj.get("sequence", 0)
-    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
-        raise InvalidInput(f"{where}: the header's sequence must be a whole number, not {sequence!r}")
+    check_whole(obj.get("sequence", 0), f"{where}: the header's sequence")
     return obj
 
 
-def _time(obj: dict[str, Any], name: str, where: str, *, required: bool = True) -> datetime | None:
+def _time(obj: dict[str, Any], name: str, where: str, *, required: bool = True, latest: datetime = MAX_TIME) -> datetime | None:
     value = obj.get(name)
     if value is None:
         if required:
             raise InvalidInput(f"{where}: {name} is missing")
         return None
-    return _parse_time(value, f"{where}: {name}")
+    return _parse_time(value, f"{where}: {name}", latest=latest)
 
 
-def _parse_time(value: Any, what: str) -> datetime:
+def _parse_time(value: Any, what: str, *, latest: datetime = MAX_TIME) -> datetime:
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be an ISO 8601 time, not {value!r}")
     try:
@@ -214,16 +219,16 @@ def _parse_time(value: Any, what: str) -> datetime:
         raise InvalidInput(f"{what} is not an ISO 8601 time: {value!r}") from None
     if when.tzinfo is None:
         raise InvalidInput(f"{what} has no time zone: {value!r}")
-    return when.astimezone(timezone.utc)
+    return check_time(when, what, latest=latest)
 
 
 def _int(obj: dict[str, Any], name: str, where: str, *, minimum: int, required: bool = True) -> int | None:
     value = obj.get(name)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(f"{where}: {name} must be a whole number of at least {minimum}, not {value!r}")
-    return value
+    if isinstance(value, float):  # memlens writes whole numbers as JSON integers; 3.0 is not one
+        raise InvalidInput(f"{where}: {name} must be a whole number, not {value!r}")
+    return check_whole(value, f"{where}: {name}", minimum=minimum)
 
 
 def _str(obj: dict[str, Any], name: str, where: str, *, required: bool = False) -> str | None:
@@ -275,8 +280,10 @@ def _memory(obj: dict[str, Any], where: str) -> MemoryRecord:
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InvalidInput(f"{where}: tags must be a list of text")
     supersedes = obj.get("supersedes") or []
-    if not isinstance(supersedes, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in supersedes):
+    if not isinstance(supersedes, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in supersedes):
         raise InvalidInput(f"{where}: supersedes must be a list of memory ids")
+    for i in supersedes:
+        check_whole(i, f"{where}: each of supersedes", minimum=1)
     accesses = obj.get("access_log") or []
     if not isinstance(accesses, list):
         raise InvalidInput(f"{where}: access_log must be a list of times")
@@ -313,7 +320,7 @@ def _memory(obj: dict[str, Any], where: str) -> MemoryRecord:
         supersedes_keys=tuple(str(i) for i in supersedes),
         supersede_similarity=float(similarity) if similarity is not None else None,
         is_latest=bool(obj.get("is_latest", True)),
-        forget_after=_time(obj, "forget_after", where, required=False),
+        forget_after=_time(obj, "forget_after", where, required=False, latest=MAX_EXPIRY),
         pinned=bool(obj.get("pinned", False)),
         metadata=meta,
         label=where,

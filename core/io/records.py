@@ -9,7 +9,7 @@ this module imports nothing of the store, so the readers and the storage layer c
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -60,6 +60,25 @@ class MemoryRecord:
     pinned: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+
+
+def parent_loop(memories: Iterable[MemoryRecord]) -> MemoryRecord | None:
+    """The first record whose parent links (``parent_key``) lead back to itself, a self-parent included, or None.
+
+    A version chain must have a first version: importers refuse a file where the links loop (a -> b -> a)."""
+    ordered = list(memories)
+    parents = {r.key: r.parent_key for r in ordered if r.parent_key}
+    done: set[str] = set()
+    for record in ordered:
+        path: set[str] = set()
+        key: str | None = record.key
+        while key is not None and key not in done:
+            if key in path:
+                return record
+            path.add(key)
+            key = parents.get(key)
+        done.update(path)
+    return None
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from memlens.errors import InvalidInput
@@ -21,6 +21,14 @@ from memlens.text import MAX_CONTENT_CHARS, clean_text
 LAYERS = tuple(layer.value for layer in Layer)
 ORIGINS = tuple(origin.value for origin in Origin)
 MAX_ID = 2**63 - 1  # SQLite's largest INTEGER
+#: The earliest and latest time memlens accepts anywhere (a --now, a stored or imported time, a filter). Python and
+#: SQLite both hold years 1 to 9999; the upper bound leaves room for the longest TTL and for what memlens derives
+#: from a time (an expiry, a grace period, a projection), so no arithmetic on an accepted time can leave the calendar.
+MIN_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MAX_TIME = datetime(8000, 1, 1, tzinfo=timezone.utc)
+#: The longest time to live, in days (1,000 years), and so the latest expiry a memory can have.
+MAX_TTL_DAYS = 365_000
+MAX_EXPIRY = MAX_TIME + timedelta(days=MAX_TTL_DAYS)
 
 
 
@@ -70,7 +78,7 @@ def check_ttl(value: Any) -> float | None:
         number = float(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"ttl_days must be a positive number of days, not {value!r}") from None
-    if not math.isfinite(number) or number <= 0 or number > 365_000:
+    if not math.isfinite(number) or number <= 0 or number > MAX_TTL_DAYS:
         raise InvalidInput(f"ttl_days must be a positive number of days, not {value!r}")
     return number
 
@@ -156,6 +164,17 @@ def check_id(value: Any) -> int:
 
 
 
+def check_whole(value: Any, name: str, *, minimum: int = 0) -> int:
+    """A whole number from ``minimum`` to MAX_ID (the largest integer SQLite holds); a float such as 3.0 counts."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_ID:
+        # Python refuses to print an int of more than 4,300 digits; say its size instead.
+        shown = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else f"a {value.bit_length()}-bit number"
+        raise InvalidInput(f"{name} must be a whole number from {minimum} to {MAX_ID}, not {shown}")
+    return value
+
+
 def check_key(value: Any, name: str) -> str:
     """A text used to look something up (project, session id, operation), made safe to bind."""
     if not isinstance(value, str):
@@ -173,10 +192,21 @@ def check_names(value: Any, name: str) -> list[Any]:
 
 
 def check_when(value: Any, name: str) -> float:
-    """A time filter: an aware datetime, as stored epoch seconds."""
+    """A time filter: an aware datetime between MIN_TIME and MAX_TIME, as stored epoch seconds."""
+    return ts_from_dt(check_time(value, name))
+
+
+def check_time(value: Any, name: str, *, latest: datetime = MAX_TIME) -> datetime:
+    """An aware datetime between MIN_TIME and ``latest`` (MAX_TIME unless said; MAX_EXPIRY for an expiry), in UTC."""
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidInput(f"{name} must be a timezone-aware datetime, not {value!r}")
-    return ts_from_dt(value)
+    try:
+        when = value.astimezone(timezone.utc)  # 0001-01-01 at +01:00 is before year 1 in UTC: OverflowError
+    except (OverflowError, ValueError):
+        when = None
+    if when is None or not MIN_TIME <= when <= latest:
+        raise InvalidInput(f"{name} must be between {MIN_TIME:%Y-%m-%d} and {latest:%Y-%m-%d}, not {value.isoformat()}")
+    return when
 
 
 def check_count(value: Any, name: str) -> int:
