@@ -18,6 +18,12 @@ input in the same session within :data:`DUPLICATE_WINDOW` is stored once (agents
 two settings files fire twice). A hook must never break the agent: bad input and store errors are written to
 ``hook.log`` next to the store and the command still exits 0. This module runs on every tool call, so it
 imports nothing heavy beyond the store itself.
+
+Whatever it is fed, a hook returns quickly: the input is read up to :data:`MAX_INPUT_BYTES`, and every field has a
+bound (:data:`MAX_CWD_CHARS`, :data:`MAX_NAME_CHARS`). ``hook.log`` never holds the text of an event (only its
+kind, size and a hash), so erasing a memory never has to look there; an event kept in ``hook-pending.jsonl`` while
+the store was locked leaves that file the moment it is recorded. The side files (log, ledger, spool) are opened
+without following symbolic links and only when they are regular files of the user running the hook.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import sys
-import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -35,9 +41,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from memlens import db
-from memlens.errors import InvalidInput, MemlensError, StoreLockedError
+from memlens.errors import InvalidInput, MemlensError, StoreEnvironmentError, StoreLockedError
 from memlens.models import Layer, Origin
-from memlens.redact import redact_text, redact_value
+from memlens.redact import redact, redact_text, redact_value
 
 #: The same event (session, tool, input) seen again within this window is not stored again.
 DUPLICATE_WINDOW = timedelta(minutes=5)
@@ -54,6 +60,15 @@ HOOK_LOCK_WAIT_SECONDS = 1.0
 #: Hook input beyond this many bytes is not read: the event is dropped with a note in hook.log. Real events are
 #: far smaller; parsing and redacting megabytes would hold the agent up for seconds.
 MAX_INPUT_BYTES = 1_000_000
+#: A ``cwd`` longer than this is refused: no real folder has such a path (Linux's PATH_MAX is 4096), and the
+#: project is found by walking the path's parents.
+MAX_CWD_CHARS = 4096
+#: Session ids, event and tool names longer than this are refused (real ones are UUIDs and short words).
+MAX_NAME_CHARS = 256
+#: Hook input nested deeper than this is refused (real events nest a few levels).
+MAX_DEPTH = 100
+#: A log message longer than this (an error that quotes input) is replaced by its type and length.
+MAX_MESSAGE_CHARS = 500
 #: Prompts longer than this are cut (the observation is a record of what was asked, not a document store).
 MAX_PROMPT_CHARS = 20_000
 
@@ -77,12 +92,18 @@ def project_from_cwd(cwd: str | os.PathLike[str] | None) -> str | None:
     """The project a working directory belongs to: its git work tree's folder name, else the folder's name."""
     if not cwd:
         return None
-    path = Path(cwd).expanduser()
-    for folder in (path, *path.parents):
+    path = str(Path(cwd).expanduser())
+    if len(path) > MAX_CWD_CHARS:
+        raise InvalidInput(f"cwd is longer than {MAX_CWD_CHARS} characters")
+    folder = path
+    while True:
         # A .git folder (a clone) or file (a worktree or submodule) marks the top of a work tree.
-        if (folder / ".git").exists():
-            return folder.name or None
-    return path.name or None
+        if os.path.exists(os.path.join(folder, ".git")):
+            return os.path.basename(folder) or None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return os.path.basename(path) or None
+        folder = parent
 
 
 def log_path(store_path: Path) -> Path:
@@ -101,13 +122,13 @@ def handle_event(store: Any, event: Mapping[str, Any], *, now: datetime | None =
     name = event_name or event.get("hook_event_name")
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput("the event has no hook_event_name (pass --event NAME for agents that do not send it)")
-    name = name.strip()
+    name = _bounded(name, "hook_event_name")
     if name not in (SESSION_START, PROMPT, TOOL_USE, *STOP_EVENTS):
         return HookResult("ignored", name)
     session_id = event.get("session_id")
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidInput(f"{name} event without a session_id")
-    session_id = session_id.strip()
+    session_id = _bounded(session_id, "session_id")
     cwd = event.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidInput("cwd must be a path")
@@ -131,14 +152,16 @@ def handle_event(store: Any, event: Mapping[str, Any], *, now: datetime | None =
             key = _fingerprint(store.path, session_id, "prompt", prompt)
             if recent.seen(key):
                 return HookResult("duplicate", name, session_id)
-            text = prompt if len(prompt) <= MAX_PROMPT_CHARS else prompt[:MAX_PROMPT_CHARS] + f"… [{len(prompt) - MAX_PROMPT_CHARS} more characters]"
+            # Redacted before the cut: a cut through a secret leaves a piece that no rule recognises any more.
+            text, found = redact(prompt)
+            text = text if len(text) <= MAX_PROMPT_CHARS else text[:MAX_PROMPT_CHARS] + f"… [{len(text) - MAX_PROMPT_CHARS} more characters]"
             memory = store.remember(
                 text,
                 type="observation",
                 layer=Layer.WORKING,
                 project=project,
                 session_id=session_id,
-                metadata={"event": "prompt", "tool_name": "prompt"},
+                metadata={"event": "prompt", "tool_name": "prompt", **({"redactions": sorted({f.rule for f in found})} if found else {})},
                 origin=Origin.USER,
                 supersede=False,
                 now=now,
@@ -149,34 +172,41 @@ def handle_event(store: Any, event: Mapping[str, Any], *, now: datetime | None =
     tool = event.get("tool_name")
     if not isinstance(tool, str) or not tool.strip():
         raise InvalidInput("PostToolUse event without a tool_name")
+    tool = _bounded(tool, "tool_name")
     tool_input = event.get("tool_input")
     with _recent_events(store.path, now) as recent:
-        key = _fingerprint(store.path, session_id, tool.strip(), tool_input)
+        key = _fingerprint(store.path, session_id, tool, tool_input)
         if recent.seen(key):
             return HookResult("duplicate", name, session_id)
-        memory = store.observe(session_id, tool.strip(), tool_input, event.get("tool_response"), project=project, event=TOOL_USE, now=now)
+        memory = store.observe(session_id, tool, tool_input, event.get("tool_response"), project=project, event=TOOL_USE, now=now)
         recent.add(key)
     return HookResult("observed", name, session_id, memory.id)
+
+
+def _bounded(value: str, field: str) -> str:
+    value = value.strip()
+    if len(value) > MAX_NAME_CHARS:
+        raise InvalidInput(f"{field} is longer than {MAX_NAME_CHARS} characters")
+    return value
 
 
 def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None = None, now: datetime | None = None) -> int:
     """Read one event from ``stdin``, record it in the store at ``store_path``, and return 0 whatever happens.
 
     Problems (unreadable JSON, a missing field, a locked or damaged store, a bug) are appended to
-    ``hook.log`` next to the store; nothing is printed, because agents show a hook's output to the model.
+    ``hook.log`` next to the store, described by the event's kind, size and hash, never its text; nothing is
+    printed, because agents show a hook's output to the model.
     """
     raw: bytes | str = b""
+    kind = event_name
     try:
         raw = stdin.read(MAX_INPUT_BYTES + 1)
         if len(raw) > MAX_INPUT_BYTES:
             # Not read to the end on purpose: the agent gets its answer now; the unread rest goes with the pipe.
-            _log(store_path, f"the hook input is larger than {MAX_INPUT_BYTES:,} bytes; the event was not recorded", raw[:300])
+            _log(store_path, f"the hook input is larger than {MAX_INPUT_BYTES:,} bytes; the event was not recorded", _describe(raw, kind))
             return 0
-        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-        try:
-            event = json.loads(text)
-        except ValueError as exc:
-            raise InvalidInput(f"the hook input is not JSON ({exc})") from None
+        event = _parse(raw)
+        kind = kind or event.get("hook_event_name")
         from memlens.store import MemoryStore
 
         patience, db.LOCK_RETRY_SECONDS = db.LOCK_RETRY_SECONDS, HOOK_LOCK_WAIT_SECONDS
@@ -186,17 +216,43 @@ def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None 
                 handle_event(store, event, now=now, event_name=event_name)
         except StoreLockedError:
             _keep_pending(store_path, event, now or datetime.now(timezone.utc), event_name)
-            _log(store_path, "the store was locked by another process; the event is kept in " + PENDING_NAME + " and recorded by the next hook", "")
+            _log(store_path, "the store was locked by another process; the event is kept in " + PENDING_NAME + " and recorded by the next hook", _describe(raw, kind))
         finally:
             db.LOCK_RETRY_SECONDS = patience
     except MemlensError as exc:
-        _log(store_path, str(exc), raw)
+        _log(store_path, _message(exc), _describe(raw, kind))
     except Exception as exc:
-        # A bug must not stop the agent either; the log keeps where it happened.
-        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-        place = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-        _log(store_path, f"unexpected {type(exc).__name__}{place}: {exc}", raw)
+        # A bug must not stop the agent either; the log keeps what and where, not the message (it may quote input).
+        _log(store_path, "unexpected " + _where(exc), _describe(raw, kind))
     return 0
+
+
+def _parse(raw: bytes | str) -> dict[str, Any]:
+    """The event in ``raw``: a JSON object nested at most :data:`MAX_DEPTH` levels (InvalidInput otherwise)."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    try:
+        event = json.loads(text)
+    except RecursionError:
+        raise InvalidInput(f"the hook input is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
+        raise InvalidInput(f"the hook input is not JSON ({exc})") from None
+    if not isinstance(event, dict):
+        raise InvalidInput(f"a hook event is a JSON object, not {type(event).__name__}")
+    if _deeper_than(event, MAX_DEPTH):
+        # Redaction and rendering walk the event recursively; a deep one would end in RecursionError halfway.
+        raise InvalidInput(f"the hook input is nested deeper than {MAX_DEPTH} levels")
+    return event
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 # --- events kept while the store was locked -----------------------------------------------------------------
@@ -205,8 +261,7 @@ def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None 
 def _keep_pending(store_path: Path, event: Any, now: datetime, event_name: str | None) -> None:
     """Append an event (redacted) to the pending file, to be recorded by the next hook that gets the store."""
     line = json.dumps({"at": now.timestamp(), "event_name": event_name, "event": redact_value(event)[0]}, ensure_ascii=False)
-    path = store_path.parent / PENDING_NAME
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = _open_side_file(store_path.parent / PENDING_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         _lock(fd)
         os.write(fd, (line + "\n").encode("utf-8"))
@@ -215,26 +270,43 @@ def _keep_pending(store_path: Path, event: Any, now: datetime, event_name: str |
 
 
 def _replay_pending(store: Any, store_path: Path) -> int:
-    """Record the events kept while the store was locked, each at the time it happened; returns how many."""
-    path = store_path.parent / PENDING_NAME
-    if not path.exists():
+    """Record the events kept while the store was locked, each at the time it happened; returns how many.
+
+    Each event leaves the pending file as soon as it is recorded (or found unusable): the file never holds the
+    text of a memory that is in the store, so forgetting a memory has nothing to erase here. Only when the store
+    is locked again halfway do the events not yet recorded stay (and StoreLockedError is raised again).
+    """
+    try:
+        fd = _open_side_file(store_path.parent / PENDING_NAME, os.O_RDWR)
+    except FileNotFoundError:
         return 0
-    fd = os.open(path, os.O_RDWR)
+    except StoreEnvironmentError as exc:
+        log_problem(store_path, f"{exc}; the kept events were not recorded")
+        return 0
     replayed = 0
     try:
         _lock(fd)
-        with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-            for line in lines:
-                try:
-                    item = json.loads(line)
-                    when = datetime.fromtimestamp(float(item["at"]), tz=timezone.utc)
-                    handle_event(store, item["event"], now=when, event_name=item.get("event_name"))
-                    replayed += 1
-                except (ValueError, KeyError, TypeError, InvalidInput) as exc:
-                    _log(store_path, f"a kept event could not be recorded: {exc}", line)
-            fh.seek(0)
-            fh.truncate()
+        with os.fdopen(os.dup(fd), "r+", encoding="utf-8", errors="replace") as fh:
+            lines = [line for line in fh.read().splitlines() if line.strip()]
+            left: list[str] = []
+            try:
+                for i, line in enumerate(lines):
+                    try:
+                        item = json.loads(line)
+                        when = datetime.fromtimestamp(float(item["at"]), tz=timezone.utc)
+                        handle_event(store, item["event"], now=when, event_name=item.get("event_name"))
+                        replayed += 1
+                    except StoreLockedError:
+                        left = lines[i:]
+                        raise
+                    except (MemlensError, ValueError, KeyError, TypeError, OverflowError) as exc:
+                        log_problem(store_path, f"a kept event could not be recorded: {_message(exc)} | {_describe(line, None)}")
+                    except Exception as exc:
+                        log_problem(store_path, f"a kept event could not be recorded: unexpected {_where(exc)} | {_describe(line, None)}")
+            finally:
+                fh.seek(0)
+                fh.truncate()
+                fh.write("".join(line + "\n" for line in left))
     finally:
         os.close(fd)
     return replayed
@@ -267,15 +339,22 @@ class _Recent:
 
 @contextlib.contextmanager
 def _recent_events(store_path: Path, now: datetime) -> Iterator[_Recent]:
-    """The recent-events ledger, locked for the duration so two hooks running at once cannot both record."""
-    path = store_path.parent / RECENT_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """The recent-events ledger, locked for the duration so two hooks running at once cannot both record.
+
+    A ledger that is a link or not the user's own file is left alone (and logged): the event is still recorded,
+    only without the duplicate check."""
+    try:
+        fd = _open_side_file(store_path.parent / RECENT_NAME, os.O_RDWR | os.O_CREAT)
+    except StoreEnvironmentError as exc:
+        log_problem(store_path, f"{exc}; the duplicate check was skipped")
+        yield _Recent({}, now)
+        return
     try:
         _lock(fd)
-        with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as fh:
+        with os.fdopen(os.dup(fd), "r+", encoding="utf-8", errors="replace") as fh:
             try:
                 loaded = json.loads(fh.read() or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 loaded = {}  # a damaged ledger only costs the duplicate check, never the event
             recent = _Recent(loaded if isinstance(loaded, dict) else {}, now)
             yield recent
@@ -295,6 +374,39 @@ def _lock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX)
 
 
+# --- side files ------------------------------------------------------------------------------------------------
+
+# O_NOFOLLOW: a link planted in place of a side file would have the hook write, or truncate, whatever it points
+# to. O_NONBLOCK: opening a FIFO planted there for writing would otherwise wait for a reader forever.
+_SIDE_FILE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_side_file(path: Path, flags: int) -> int:
+    """A descriptor on ``path`` (a file beside the store), opened with ``flags`` without following a symbolic link,
+    and only if it is a regular file, owned by this user, with no other hard link; StoreEnvironmentError otherwise.
+    FileNotFoundError when it does not exist and ``flags`` has no O_CREAT."""
+    try:
+        fd = os.open(path, flags | _SIDE_FILE_FLAGS, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise StoreEnvironmentError(f"{path} is a symbolic link; memlens does not write through links (remove it)") from None
+        raise StoreEnvironmentError(f"{path} cannot be opened: {exc.strerror}") from None
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = "is not a regular file"
+    elif hasattr(os, "getuid") and info.st_uid != os.getuid():
+        problem = "belongs to another user"
+    elif info.st_nlink > 1:
+        problem = "has other hard links"
+    if problem:
+        os.close(fd)
+        raise StoreEnvironmentError(f"{path} {problem}; memlens leaves it alone (remove it)")
+    return fd
+
+
 # --- the log ---------------------------------------------------------------------------------------------------
 
 
@@ -303,22 +415,44 @@ def log_problem(store_path: Path, message: str) -> None:
     _log(store_path, message, "")
 
 
-def _log(store_path: Path, message: str, raw: bytes | str) -> None:
-    """Append one line to hook.log (with a short, redacted excerpt of the input); never raises."""
-    excerpt = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    excerpt = " ".join(excerpt.split())
-    excerpt = redact_text(excerpt)  # before cutting: a cut through a secret leaves a piece no rule recognises
-    excerpt = excerpt[:300] + ("…" if len(excerpt) > 300 else "")
-    line = f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {message}" + (f" | input: {excerpt}" if excerpt else "")
+def _describe(raw: bytes | str, kind: Any) -> str:
+    """What the log says of an input: its event kind, size and a hash (to match it to a payload), never its text."""
+    data = raw.encode("utf-8", errors="surrogatepass") if isinstance(raw, str) else raw
+    event = kind.strip() if isinstance(kind, str) and kind.strip().isidentifier() and len(kind) <= 64 else "unknown"
+    return f"event {event}, {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}"
+
+
+def _message(exc: BaseException) -> str:
+    """An error's message for the log: redacted, or only its kind and length when it is long enough to quote input."""
+    text = " ".join(str(exc).split())
+    if len(text) > MAX_MESSAGE_CHARS:
+        return f"{type(exc).__name__} ({len(text):,} characters, not kept)"
+    return redact_text(text)
+
+
+def _where(exc: BaseException) -> str:
+    """An unexpected error's type and the place it was raised (its message may quote the input)."""
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    return type(exc).__name__ + (f" at {Path(where.filename).name}:{where.lineno}" if where else "")
+
+
+def _log(store_path: Path, message: str, detail: str) -> None:
+    """Append one line to hook.log (a message and what the input was, never its text); never raises."""
+    line = f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {message}" + (f" | {detail}" if detail else "")
     path = log_path(store_path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as fh:
-            fh.write(line.replace("\n", " ") + "\n")
-    except OSError:
-        # Nowhere to log (the folder cannot be written): stderr is the last resort; agents keep it out of the chat.
+        fd = _open_side_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        if os.fstat(fd).st_size > MAX_LOG_BYTES:
+            os.close(fd)
+            os.replace(path, path.with_name(LOG_NAME + ".1"))  # replaces a link named hook.log.1, never its target
+            fd = _open_side_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as fh:
+            fh.write(line.replace("\n", " ").replace("\r", " ") + "\n")
+    except (OSError, StoreEnvironmentError) as exc:
+        # Nowhere to log (the folder cannot be written, or hook.log is a link): stderr is the last resort; agents
+        # keep it out of the chat.
         with contextlib.suppress(OSError, ValueError):
-            print(f"memlens hook: {message}", file=sys.stderr)
+            print(f"memlens hook: {message} (not logged: {exc})", file=sys.stderr)

@@ -7,30 +7,35 @@ a non-zero exit code (2 for usage, 1 for everything else). It uses only the publ
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
 
-from memlens.cli.common import (
-    CommandParser,
-    Parser,
-    UsageError,
-    add_command,
-    add_json_flag,
-    add_shared_options,
-    emit,
-    format_when,
-    now_from,
-    open_store,
-    parse_when,
-    store_path,
-)
-from memlens.errors import InvalidInput, MemlensError
+if TYPE_CHECKING:
+    import argparse
 
-# The helpers every command module uses live in memlens.cli.common; they are named here too for callers of old.
+    from memlens.cli.common import (
+        CommandParser,
+        Parser,
+        UsageError,
+        add_command,
+        add_json_flag,
+        emit,
+        format_when,
+        now_from,
+        open_store,
+        parse_when,
+        store_path,
+    )
+
+# The helpers every command module uses live in memlens.cli.common; they are named here too for callers of old,
+# and imported on first use: `memlens hook` runs on every agent tool call and must not load them (see main).
+_COMMON_NAMES = frozenset({
+    "CommandParser", "Parser", "UsageError", "add_command", "add_json_flag", "emit", "format_when", "now_from", "open_store",
+    "parse_when", "store_path",
+})  # fmt: skip
 __all__ = [
     "COMMAND_MODULES", "CommandParser", "Parser", "UsageError", "add_command", "add_json_flag", "build_parser", "emit", "format_when", "main",
     "now_from", "open_store", "parse_when", "store_path",
@@ -47,11 +52,23 @@ COMMAND_MODULES = (
     "memlens.cli.completion",
 )
 
-Handler = Callable[[argparse.Namespace], int]
+Handler = Callable[["argparse.Namespace"], int]  # a string: argparse is not loaded on the hook's path
+
+
+def __getattr__(name: str) -> Any:
+    if name in _COMMON_NAMES:
+        from memlens.cli import common
+
+        return getattr(common, name)
+    raise AttributeError(f"module 'memlens.cli' has no attribute {name!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every command module's subcommands."""
+    from importlib.metadata import entry_points
+
+    from memlens.cli.common import CommandParser, Parser, add_shared_options
+
     parser = Parser(
         prog="memlens",
         description="memlens: see, curate and forget what your agent remembers.",
@@ -77,11 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    from memlens.cli.agent_commands import hook_fast_path
+    # `memlens hook` runs on every agent tool call: it goes first, before the other commands and their helpers load.
+    from memlens.cli.hook_entry import hook_fast_path
 
-    fast = hook_fast_path(argv)  # `memlens hook` runs on every agent tool call: it skips loading the other commands
+    fast = hook_fast_path(argv)
     if fast is not None:
         return fast
+    from memlens.cli.common import UsageError, store_path
+    from memlens.errors import InvalidInput, MemlensError
+
     args: argparse.Namespace | None = None
     try:
         parser = build_parser()

@@ -1,7 +1,8 @@
 """CLI commands that connect agents and other tools: ``mcp``, ``hook``, ``import`` and ``export``.
 
-``memlens hook`` runs on every tool call of a coding agent, so this module imports nothing heavy at load time:
-the MCP SDK and the import/export code are imported inside the commands that need them.
+The MCP SDK and the import/export code are imported inside the commands that need them. ``memlens hook`` as agents
+run it (on every tool call) does not come through here at all: :mod:`memlens.cli.hook_entry` records the event
+before the command line is built; this module registers ``hook`` for its help and ``hook install``.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from memlens.cli.common import Parser, UsageError, add_command, emit, now_from, open_store, store_path
-from memlens.config import default_store_path
+from memlens.cli.common import add_command, emit, now_from, open_store, store_path
 from memlens.errors import InvalidInput, MemlensError
 
 
@@ -52,41 +51,6 @@ def _install_options(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("action", nargs="?", choices=["install"], help=what)
     parser.add_argument("--write", action="store_true", help="with install: also write it into the configuration file (after asking)")
     parser.add_argument("--yes", action="store_true", help="with install --write: do not ask")
-
-
-def hook_fast_path(argv: Sequence[str]) -> int | None:
-    """Run ``memlens [--db PATH] hook ...`` without building the full command line; None for other commands.
-
-    Hooks run on every tool call, so they skip loading every other command module. A mistake in the hook's
-    command line is logged like any other hook problem and still exits 0: agents treat some non-zero exit
-    codes of hooks as "block this prompt".
-    """
-    rest = list(argv)
-    while rest[:1] and rest[0].startswith("--db"):
-        rest = rest[1:] if "=" in rest[0] else rest[2:]
-    if rest[:1] != ["hook"]:
-        return None
-
-    parser = Parser(prog="memlens")
-    parser.add_argument("--db", metavar="PATH")
-    _register_hook(parser.add_subparsers(dest="command", parser_class=Parser))
-    try:
-        args = parser.parse_args(list(argv))
-    except UsageError as exc:
-        from memlens.hooks import log_problem
-
-        log_problem(_hook_store_path(argv), f"bad command line for memlens hook: {exc}")
-        return 0
-    return cmd_hook(args)
-
-
-def _hook_store_path(argv: Sequence[str]) -> Path:
-    for i, arg in enumerate(argv):
-        if arg.startswith("--db="):
-            return Path(arg[5:]).expanduser()
-        if arg == "--db" and i + 1 < len(argv):
-            return Path(argv[i + 1]).expanduser()
-    return default_store_path()
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:

@@ -7,13 +7,17 @@ Searching by vector is part of search (:mod:`memlens.storage.search`); this modu
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memlens.embeddings import EmbeddingClient, EmbeddingError, vector_to_blob
 from memlens.errors import InvalidInput
 from memlens.io.records import Progress
 from memlens.storage.context import StoreContext
 from memlens.storage.validation import check_count
+
+if TYPE_CHECKING:
+    # Imported at run time inside embed_pending only: it pulls in http.client and email, and every process that
+    # opens a store (a hook on each tool call of an agent) would pay for them.
+    from memlens.embeddings import EmbeddingClient
 
 
 class VectorRepository:
@@ -41,6 +45,8 @@ class VectorRepository:
         ``embed``: the model, dimension and counts, never text). Raises ``EmbeddingError`` when the endpoint fails or
         answers wrongly; the failing batch writes nothing.
         """
+        from memlens.embeddings import EmbeddingError, vector_to_blob
+
         if self.ctx.readonly:
             raise InvalidInput("this store is open read-only")
         size = max(1, min(check_count(batch, "batch"), 10_000))
