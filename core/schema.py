@@ -9,9 +9,9 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
-REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
+REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors", "forgotten_sessions")
 FTS_TABLES = ("memory_fts", "similarity_index")
 
 _V1 = [
@@ -241,4 +241,20 @@ _V5 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5)]
+# Version 6: the audit log is sealed and anchored outside the store (see core/storage/audit_seal.py). Each entry
+# gets an HMAC ``seal`` keyed by a secret outside the file; entries written before stay unsealed and are checked by
+# their hash chain alone (the first sealed entry is recorded in meta as ``audit_sealed_from``). The store gets a
+# random id that names its key. Forgotten sessions leave a tombstone (their id, as the audit entry already
+# records it), so an import of an older export does not bring a forgotten session back.
+_V6 = [
+    "ALTER TABLE audit ADD COLUMN seal TEXT",
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
+    """
+    CREATE TABLE forgotten_sessions (
+        session_id   TEXT PRIMARY KEY,
+        forgotten_at REAL NOT NULL
+    ) WITHOUT ROWID
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6)]

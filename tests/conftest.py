@@ -43,3 +43,5 @@ def store(db_path: Path) -> Iterator[MemoryStore]:
 def _isolated_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No test may touch the real user data folder.
     monkeypatch.setenv("MEMLENS_DB", str(tmp_path / "default-store" / "memory.db"))
+    # Nor the real audit keys and checkpoints (memlens.storage.audit_seal).
+    monkeypatch.setenv("MEMLENS_KEYS_DIR", str(tmp_path / "audit-keys"))

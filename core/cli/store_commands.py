@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from memlens.cli.common import TIME_FORMAT, add_command, add_yes_flag, confirm_time, emit, format_when, now_from, open_store, parse_when, store_path
@@ -92,7 +93,21 @@ def register(sub: Any) -> None:
     add_yes_flag(p)
 
     p = add_command(sub, "audit", cmd_audit, help="the audit log, newest first", clock=False)
-    p.add_argument("action", nargs="?", choices=["list", "verify"], default="list", help="list entries (default), or verify the hash chain")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "verify", "checkpoint"],
+        default="list",
+        help="list entries (default); verify the hash chain, its seals and checkpoints; or record a signed checkpoint of its head",
+    )
+    p.add_argument("--export", metavar="FILE", help="checkpoint: also write it to this new file, to keep or publish elsewhere")
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="verify: also check against this exported checkpoint (may be given more than once)",
+    )
     p.add_argument("--limit", type=int, default=50, help="at most this many entries (default: 50)")
     p.add_argument(
         "--operation",
@@ -348,12 +363,23 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from memlens.storage.audit import read_published
+
+    published = [read_published(path) for path in args.checkpoint]
     with open_store(args, create=False) as store:
         if args.action == "verify":
-            check = store.verify_audit()
+            check = store.audit_log.verify(published)
             data = {"ok": check.ok, "checked": check.checked, "first_bad_id": check.first_bad_id, "problem": check.problem}
             emit(args, data, f"audit log intact ({check.checked} entries)" if check.ok else f"audit log damaged: {check.problem}")
             return 0 if check.ok else 1
+        if args.action == "checkpoint":
+            checkpoint = store.audit_log.checkpoint(export=Path(args.export) if args.export else None)
+            if checkpoint is None:
+                raise InvalidInput("the audit log is empty: there is nothing to checkpoint yet")
+            where = f"; written to {args.export}" if args.export else ""
+            unsigned = "" if checkpoint.signature else " (unsigned: this store's audit key is missing)"
+            emit(args, json.loads(checkpoint.to_json()), f"checkpoint: {checkpoint.entries} entries, head {checkpoint.head_hash}{unsigned}{where}")
+            return 0
         known = sorted(set(AUDIT_OPERATIONS) | set(store.audit_operations()))
         if args.operation is not None and args.operation not in (*known, ERASURES):
             raise InvalidInput(f"no audit operation is called {args.operation!r}; use one of {', '.join(known)}, or {ERASURES} for every erasure")

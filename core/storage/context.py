@@ -22,8 +22,9 @@ from typing import Any
 
 from memlens import db
 from memlens.config import StoreSettings
-from memlens.errors import InvalidInput
+from memlens.errors import InvalidInput, MemlensError
 from memlens.models import ts_from_dt
+from memlens.storage import audit_seal
 
 #: The hash an audit chain starts from.
 GENESIS_HASH = "0" * 64
@@ -36,6 +37,10 @@ AUDIT_OPERATIONS = (
 )  # fmt: skip
 #: Audit entries naming more memories than this keep their targets in the entry only (no per-target index rows).
 MAX_INDEXED_TARGETS = 1000
+#: The meta key set while a forget's erased text may still be in the store's main file or WAL (old page images
+#: that a checkpoint could not yet overwrite because another connection was reading). Any memlens process that
+#: opens, writes or closes the store finishes the erasure and clears it (see :meth:`StoreContext.finish_erasure`).
+ERASURE_PENDING_KEY = "erasure_pending"
 
 
 def resolve_now(now: datetime | None) -> datetime:
@@ -67,16 +72,24 @@ def append_audit(
     now: datetime,
     actor: str,
 ) -> int:
-    """Append one audit entry inside the caller's write transaction, chained to the previous one by hash.
+    """Append one audit entry inside the caller's write transaction, chained to the previous one by hash and sealed
+    with the store's key (see :mod:`memlens.storage.audit_seal`).
 
     The entry's time is always the wall clock: the log records when things happened. When ``now`` (the time the
     operation acted as of) differs from it by more than :data:`CLOCK_TOLERANCE`, it is kept as ``as_of`` (ISO 8601,
     UTC) in the details, inside the hash chain. Never pass memory text here: the log outlives what it describes (a
     forgotten memory leaves only its hash).
+
+    The first entry written with a key records itself as ``audit_sealed_from`` in meta (the key is created then if
+    the store has none yet). A sealed store whose key is missing here (another machine, a deleted key file) still
+    gets its entry, unsealed: the verifier reports it, since it cannot tell it from a forged one.
     """
     targets = sorted(set(target_ids))
-    prev = conn.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
-    prev_hash = prev[0] if prev else GENESIS_HASH
+    if not has_seal_column(conn):
+        # A log table recreated by `doctor --repair` from the first schema's statement lacks the column.
+        conn.execute("ALTER TABLE audit ADD COLUMN seal TEXT")
+    prev = conn.execute("SELECT hash, seal FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    prev_hash, prev_seal = (prev[0], prev[1]) if prev else (GENESIS_HASH, None)
     wall = datetime.now(timezone.utc)
     at = ts_from_dt(wall)
     if abs(resolve_now(now) - wall) > CLOCK_TOLERANCE:
@@ -84,14 +97,46 @@ def append_audit(
     details_text = to_json(details)
     targets_text = to_json(targets)
     digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
+    sid = audit_seal.store_id(conn)
+    sealed_from = _meta(conn, "audit_sealed_from")
+    key = audit_seal.load_key(sid) if sid else None
+    if sid and key is None and sealed_from is None:
+        key = audit_seal.create_key(sid)
+    entry_seal = audit_seal.seal(key, prev_seal or prev_hash, digest) if key else None
     cur = conn.execute(
-        "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (at, operation, actor, targets_text, details_text, prev_hash, digest),
+        "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (at, operation, actor, targets_text, details_text, prev_hash, digest, entry_seal),
     )
     audit_id = int(cur.lastrowid)
+    if entry_seal and (sealed_from is None or prev is None):  # the first sealed entry, or a log restarted by repair
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('audit_sealed_from', ?)", (str(audit_id),))
     if len(targets) <= MAX_INDEXED_TARGETS:
         conn.executemany("INSERT INTO audit_targets(memory_id, audit_id) VALUES (?, ?)", [(t, audit_id) for t in targets])
     return audit_id
+
+
+def has_seal_column(conn: db.Connection) -> bool:
+    """Whether the audit table has its ``seal`` column (schema 6 on)."""
+    return any(row[1] == "seal" for row in conn.execute("PRAGMA table_info(audit)"))
+
+
+def _meta(conn: db.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def audit_checkpoint(conn: db.Connection, *, now: datetime | None = None) -> audit_seal.Checkpoint | None:
+    """The signed head of the store's audit log as it is now (None for an empty log or a store without an id).
+    Unsigned when the key is missing."""
+    sid = audit_seal.store_id(conn)
+    head = conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    if not sid or not head:
+        return None
+    sealed_from = _meta(conn, "audit_sealed_from")
+    when = resolve_now(now).astimezone(timezone.utc).isoformat()
+    checkpoint = audit_seal.Checkpoint(sid, int(head[0]), str(head[1]), int(sealed_from) if sealed_from and sealed_from.isdigit() else None, when)
+    key = audit_seal.load_key(sid)
+    return checkpoint.signed(key) if key else checkpoint
 
 
 def audit_hash(prev_hash: str, at: float, operation: str, actor: str, targets: str, details: str) -> str:
@@ -111,6 +156,9 @@ class StoreContext:
         self.lock = threading.RLock()
         self.fts_secure = self._read_fts_secure()
         self.settings = self.load_settings()
+        self._audited = False
+        if not readonly:
+            self.finish_erasure(only_if_pending=True)
 
     # the connection ------------------------------------------------------------------------------------------
 
@@ -126,11 +174,10 @@ class StoreContext:
         with self.lock:
             if self._conn is None:
                 return
-            try:
-                if not self.readonly:
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except db.sqlite.Error:
-                pass  # another process holds the WAL open; it will checkpoint when it closes
+            if not self.readonly:
+                # Another process may hold the WAL open: then it checkpoints when it closes, and a pending
+                # erasure stays marked for whoever comes next.
+                self.finish_erasure()
             self._conn.close()
             self._conn = None
 
@@ -145,8 +192,79 @@ class StoreContext:
         """The store's lock plus one write transaction (nested calls become savepoints); rolled back on any error."""
         if self.readonly:
             raise InvalidInput("this store is open read-only")
-        with self.lock, db.transaction(self.conn, self.path) as conn:
-            yield conn
+        with self.lock:
+            outermost = not self.conn.in_transaction
+            with db.transaction(self.conn, self.path) as conn:
+                yield conn
+            if outermost:
+                self._after_commit()
+
+    def _after_commit(self) -> None:
+        """Anchor the audit log's new head outside the store, and finish an erasure a reader had held up."""
+        if self._audited:
+            self._audited = False
+            self.save_checkpoint()
+        self.finish_erasure(only_if_pending=True)
+
+    # the audit checkpoint ------------------------------------------------------------------------------------
+
+    def save_checkpoint(self, *, now: datetime | None = None) -> audit_seal.Checkpoint | None:
+        """Record the audit log's head in this store's local checkpoint (outside the store, never moved back) and
+        return it. Writing it is best effort: a folder that cannot be written costs the anchor, not the write."""
+        with self.read() as conn:
+            checkpoint = audit_checkpoint(conn, now=now)
+        if checkpoint is None or not checkpoint.signature:
+            return checkpoint
+        try:
+            audit_seal.write_checkpoint(audit_seal.checkpoint_path(checkpoint.store_id, self.path), checkpoint, only_if_newer=True)
+        except OSError:
+            pass
+        return checkpoint
+
+    # erasure -------------------------------------------------------------------------------------------------
+
+    def erasure_pending(self) -> bool:
+        """Whether a forget's erased text may still be in the store's main file or WAL (see :data:`ERASURE_PENDING_KEY`)."""
+        with self.read() as conn:
+            return _meta(conn, ERASURE_PENDING_KEY) is not None
+
+    def truncate_wal(self) -> bool:
+        """Copy the WAL into the main file and truncate it, without waiting for other connections; True when done.
+
+        A waiting TRUNCATE checkpoint would stall every other writer meanwhile (seconds under a busy agent), so a
+        reader in another process simply makes it report busy.
+        """
+        with self.lock:
+            conn = self.conn
+            timeout = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except db.sqlite.Error:
+                return False
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+            return not busy
+
+    def finish_erasure(self, *, only_if_pending: bool = False) -> bool:
+        """Finish a pending erasure (WAL copied into the main file, overwriting the old pages, then truncated) and
+        clear its mark; True when nothing is pending any more. With ``only_if_pending`` nothing is checkpointed
+        unless a forget left its mark (after an ordinary write)."""
+        if self.readonly or self._conn is None:
+            return False
+        try:
+            pending = self.erasure_pending()
+            if only_if_pending and not pending:
+                return True
+            if not self.truncate_wal():
+                return not pending
+            if pending:
+                with self.write() as conn:
+                    conn.execute("DELETE FROM meta WHERE key = ?", (ERASURE_PENDING_KEY,))
+                self.truncate_wal()  # the mark's own page; it holds no erased text, so a busy answer is fine
+            return True
+        except (db.sqlite.Error, MemlensError):
+            return False  # locked or read-only: the mark stays for the next process
 
     # settings ------------------------------------------------------------------------------------------------
 
@@ -179,5 +297,6 @@ class StoreContext:
         actor: str | None = None,
     ) -> int:
         """Append one audit entry inside the caller's write transaction (see :func:`append_audit`); the actor
-        defaults to the store's."""
+        defaults to the store's. The log's new head is checkpointed once the transaction commits."""
+        self._audited = True
         return append_audit(conn, operation, target_ids, details, now, actor or self.actor)

@@ -1,4 +1,4 @@
-"""Forgetting: erasing memories so their text is gone from the table, the full-text index and the WAL.
+"""Forgetting: erasing memories so their text is gone from every place listed in :data:`ERASED_FROM`.
 
 What survives a forget is a tombstone (the text's SHA-256, the source reference and the creation time, so an
 import never brings the memory back, yet another memory with the same text is still welcome) and an audit entry with the id, the hash and the reason, never the text. A chain whose latest version
@@ -8,19 +8,34 @@ for review.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from memlens import db, supersede
+from memlens import supersede
 from memlens.errors import InvalidInput
 from memlens.models import ts_from_dt
-from memlens.storage.context import StoreContext, content_hash
+from memlens.storage.context import ERASURE_PENDING_KEY, StoreContext, content_hash
 from memlens.storage.memories import MemoryRepository
 from memlens.storage.results import ForgetResult
 from memlens.storage.sessions import SessionRepository
 from memlens.storage.validation import check_id, check_optional_name
 from memlens.text import match_expression, query_terms, similarity_tokens
+
+#: What "erased" means: once ``forget`` returns (and its result names nothing pending), the forgotten text is in
+#: none of these places. Each has a test (tests/test_erasure.py; the hook log and spool in tests/test_hooks*.py).
+ERASED_FROM: tuple[tuple[str, str], ...] = (
+    ("store", "the main file: rows, full-text and supersede indexes; freed space is zeroed (secure_delete)"),
+    ("wal", "the -wal file: checkpointed into the main file and truncated (retried while another process reads)"),
+    ("shm", "the -shm file: holds page numbers only, never text"),
+    ("hook log", "hook.log beside the store: lines quoting the text are removed (memlens.hooks)"),
+    ("pending spool", "hook events queued while the store was busy (memlens.hooks)"),
+    ("backups made later", "memlens backup copies the store as it is after the forget"),
+    ("exports made later", "memlens export writes what the store holds; imports of older exports are refused by tombstone"),
+)
+#: How long a forget keeps retrying the checkpoint while another process's read transaction holds old pages.
+ERASURE_WAIT_SECONDS = 3.0
 
 
 class ForgettingRepository:
@@ -149,6 +164,12 @@ class ForgettingRepository:
                     restored.append(row[0])
             if drop_session is not None:
                 conn.execute("DELETE FROM sessions WHERE id = ?", (drop_session,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO forgotten_sessions(session_id, forgotten_at) VALUES (?, ?)", (drop_session, ts_from_dt(now))
+                )
+            if erased or drop_session:
+                # Cleared once the old page images are overwritten (here, or by the next process to get the chance).
+                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
             if erased or drop_session:
                 details: dict[str, Any] = {"reason": reason, "content_sha256": hashes, "count": len(erased)}
                 if restored:
@@ -157,27 +178,40 @@ class ForgettingRepository:
                 self.ctx.audit(conn, operation, erased if len(erased) <= 1000 else [], details, now, actor)
             if flag_derived:
                 self.memories.flag_for_review(conn, derived, erased, now)
-        if erased and purge:
-            self.purge_deleted_terms()
-        return ForgetResult(tuple(erased), tuple(restored), reason)
+        pending = None
+        if (erased or drop_session) and purge:
+            pending = self.purge_deleted_terms()
+        return ForgetResult(tuple(erased), tuple(restored), reason, pending)
 
-    def purge_deleted_terms(self) -> None:
+    def purge_deleted_terms(self, *, wait: float | None = None) -> str | None:
         """Make deleted text unrecoverable from the file: FTS5 keeps deleted terms in old index segments until
-        they are merged, so without FTS5 secure-delete (SQLite < 3.42) the indexes are rewritten; then the WAL,
-        which still holds old page images, is checkpointed and truncated."""
-        conn = self.ctx.conn
+        they are merged, so without FTS5 secure-delete (SQLite < 3.42) the indexes are rewritten; then the WAL is
+        checkpointed into the main file (overwriting the old pages there) and truncated.
+
+        Another process in a read transaction keeps old page images alive; the checkpoint is retried for ``wait``
+        seconds (default :data:`ERASURE_WAIT_SECONDS`) in case it moves on. Returns None when the erasure is
+        complete, else what is still pending; the store stays marked and the next memlens process to open, write
+        or close it finishes the job.
+        """
         if not self.ctx.fts_secure:
             with self.ctx.write() as c:
+                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, "fts optimize"))
                 for table in ("memory_fts", "similarity_index"):
                     c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-        with self.ctx.lock:
-            timeout = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-            try:
-                # Without waiting: a TRUNCATE checkpoint that waits also stalls every other writer meanwhile (seconds
-                # under a busy agent). If another connection is active, the WAL is truncated at the last close.
-                conn.execute("PRAGMA busy_timeout = 0")
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except db.sqlite.Error:
-                pass  # a reader holds the WAL; the text is already gone from the index and table pages
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+        deadline = time.monotonic() + (ERASURE_WAIT_SECONDS if wait is None else wait)
+        delay = 0.02
+        while not self.ctx.finish_erasure():
+            if time.monotonic() >= deadline:
+                return (
+                    "the erased text is gone from the table and the indexes, but old copies of its pages are still in "
+                    f"{self.ctx.path.name} or its -wal file: another connection is reading the store. They are "
+                    "overwritten as soon as that reader ends and any memlens process next opens, writes or closes the store"
+                )
+            time.sleep(delay)  # outside the store's lock: this process's other threads carry on meanwhile
+            delay = min(delay * 2, 0.25)
+        return None
+
+    def was_session_forgotten(self, session_id: str) -> bool:
+        """Whether a session with this id was erased from this store by ``forget --session``."""
+        with self.ctx.read() as conn:
+            return conn.execute("SELECT 1 FROM forgotten_sessions WHERE session_id = ?", (session_id,)).fetchone() is not None

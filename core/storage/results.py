@@ -91,10 +91,15 @@ class ForgetResult:
     erased: tuple[int, ...]
     restored_latest: tuple[int, ...] = ()
     reason: str | None = None
+    #: None when the text is gone from every place (memlens.storage.forgetting.ERASED_FROM), else what is left.
+    pending_erasure: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"erased": list(self.erased), "restored_latest": list(self.restored_latest), "reason": self.reason}
+        """JSON-ready form (``pending_erasure`` only when something is pending)."""
+        data: dict[str, Any] = {"erased": list(self.erased), "restored_latest": list(self.restored_latest), "reason": self.reason}
+        if self.pending_erasure:
+            data["pending_erasure"] = self.pending_erasure
+        return data
 
 
 @dataclass(frozen=True)

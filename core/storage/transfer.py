@@ -108,14 +108,24 @@ class TransferRepository:
         forgotten = [self.was_forgotten(rec) for rec in cleaned]
         records = [rec for rec, gone in zip(cleaned, forgotten, strict=True) if not gone]
         tombstoned = len(cleaned) - len(records)
-        by_key, wanted_ids = _index_records(records)
         sessions = [clean_import_session(s) for s in batch.sessions]
+        # A session erased by `forget --session` stays erased too: its record is skipped, and a memory that names
+        # it (one the store never held, or its tombstone would have caught it) comes in without a session.
+        skipped_sessions = 0
+        gone_sessions = {sid for sid in {s.id for s in sessions} | {r.session_id for r in records if r.session_id} if self.forgetting.was_session_forgotten(sid)}
+        if gone_sessions:
+            skipped_sessions = sum(1 for s in sessions if s.id in gone_sessions)
+            sessions = [s for s in sessions if s.id not in gone_sessions]
+            records = [replace(r, session_id=None) if r.session_id in gone_sessions else r for r in records]
+        by_key, wanted_ids = _index_records(records)
         _check_relations(batch.relations)
         summary = ImportSummary(format=batch.format, description=batch.description, ignored=dict(batch.ignored), warnings=list(batch.warnings))
         summary.skip_reasons.update(batch.skipped)
         summary.skipped = sum(batch.skipped.values()) + tombstoned
         if tombstoned:
             summary.skip_reasons["forgotten earlier in this store (stays forgotten)"] += tombstoned
+        if skipped_sessions:
+            summary.warnings.append(f"{skipped_sessions} sessions were forgotten earlier in this store and stay forgotten")
         with self.ctx.write() as conn:
             # Records may point at parents written later in the same batch; the links are checked at commit.
             conn.execute("PRAGMA defer_foreign_keys = ON")
