@@ -28,7 +28,7 @@ from memlens.gui.detail import DetailData, DetailPane, load_curve, load_detail
 from memlens.gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
 from memlens.gui.file_dialogs import choose_open_file, choose_save_file
 from memlens.gui.icons import icon
-from memlens.gui.memory_model import ID_ROLE, MemoryQuery, MemoryTableModel
+from memlens.gui.memory_model import EXPIRING_SOON, ID_ROLE, MemoryQuery, MemoryTableModel
 from memlens.gui.new_memory_dialog import NewMemoryDialog
 from memlens.gui.operations import OpChanges
 from memlens.gui.operations.edit import remember, update_memory
@@ -271,6 +271,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._detail_id: int | None = None
         #: Pages a change made stale: "memories", "audit", "sessions"; each refreshes when next shown.
         self._stale_pages: set[str] = set()
+        #: (expiring-soon filter on, memories whose TTL is past its horizon) at the last strength tick.
+        self._expiries_seen: tuple[bool, int] | None = None
         self._closing = False
 
         self.setWindowTitle("memlens")
@@ -713,12 +715,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self._set_store_actions(True)
         self._data_version = None
         self._poll_pending = False
+        self._expiries_seen = None
         # The first poll sets the baseline before anything is read, so a commit by another process after it is seen.
         self.poll_for_changes()
         # The visible rows first (the reader works in order), then the counts and lists around them.
         self._view_changed(self.sidebar.current_view())
         self.refresh_counts()
         self.refresh_lists()
+        self._check_expiries()  # the baseline for the strength ticks
         self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
         self.scheduler.start(paused=self.prefs.sweeps_paused)
         self.live_timer.setInterval(self.prefs.live_poll_ms)
@@ -805,8 +809,12 @@ class MainWindow(QtWidgets.QMainWindow):
         if key == "sessions":
             self.pages.setCurrentWidget(self.sessions_view)
             if self.reader is not None:
-                self._stale_pages.discard("sessions")  # shown afresh: the list is read again below
-                self.sessions_view.model.set_project(self.sidebar.current_project())
+                model, project = self.sessions_view.model, self.sidebar.current_project()
+                if project != model.project or not (model.rowCount() or model.is_loading()):
+                    self._stale_pages.discard("sessions")  # read afresh for the project
+                    model.set_project(project)
+                else:
+                    self._refresh_stale_page()  # in place: the selected session and the scroll position stay
             return
         self.pages.setCurrentWidget(self.memory_splitter)
         self.table.horizontalHeader().setSectionHidden(COLUMN_INDEX["layer"], key != "all")
@@ -1116,8 +1124,30 @@ class MainWindow(QtWidgets.QMainWindow):
         self.refreshed.emit()
 
     def refresh_strengths(self) -> None:
-        """The strength timer: repaint strengths and relative times, recount (TTLs may have run out)."""
+        """The strength timer: repaint strengths and relative times, recount, and reload the lists if a TTL ran out."""
         self.apply_changes(STRENGTH_TICK)
+        self._check_expiries()
+
+    def _check_expiries(self) -> None:
+        """Time moved: when a TTL ran out since the last look (or came within the "expiring soon" week while that
+        filter is on), which memories the table lists changed, so it is refreshed like after a write.
+
+        Counts the memories whose TTL is past that horizon: cheap (``forget_after`` is indexed) and, unlike
+        refreshing the list on every tick, free on a 200k store where nothing expired."""
+        if self.reader is None:
+            return
+        soon = self.model.query.expiring_soon
+        horizon = self.now() + (EXPIRING_SOON if soon else timedelta(0))
+
+        def passed(store: MemoryStore) -> int:
+            return store.count_memories(latest_only=False, include_expired=True, expiring_before=horizon)
+
+        def seen(count: int) -> None:
+            previous, self._expiries_seen = self._expiries_seen, (soon, count)
+            if previous is not None and previous != (soon, count):
+                self.apply_changes(OpChanges(memory_list=True))
+
+        self.reader.submit("expiries", passed, seen, lambda e: self.show_error("Could not read the store", e))
 
     def operation_did_execute(self, name: str, changes: OpChanges) -> None:
         """A write called ``name`` succeeded: refresh what ``changes`` names and emit ``write_finished(name)``."""
