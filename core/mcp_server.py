@@ -9,19 +9,27 @@ correct itself); the server keeps running.
 
 from __future__ import annotations
 
+import io
+import json
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import anyio
+import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from memlens.errors import MemlensError
+from memlens.errors import MemlensError, NotFound
+from memlens.io.problems import json_depth
 from memlens.models import Memory
 from memlens.store import MemoryStore
 
@@ -91,17 +99,22 @@ class MemlensTools:
             m = store.remember(
                 content, type=type, title=title, project=project, tags=tags, importance=importance, ttl_days=ttl_days, session_id=session_id
             )
+            # The answer comes from what the write returned: another process may forget the superseded or the
+            # similar memory the moment after, and an error here would make a retrying agent save a duplicate.
             superseded = None
             if m.parent_id is not None:
-                old = store.get(m.parent_id)
-                superseded = {"id": old.id, "version": old.version, "title": old.title, "content": old.content, "similarity": m.supersede_similarity}
+                superseded = {"id": m.parent_id, "version": m.version - 1, "title": None, "content": None, "similarity": m.supersede_similarity}
+                old = _still_there(store, m.parent_id)
+                if old is not None:
+                    superseded.update(title=old.title, content=old.content)
             similar = [
-                {"id": r.dst_id, "title": store.get(r.dst_id).title, "similarity": r.score}
+                {"id": r.dst_id, "title": other.title, "similarity": r.score}
                 for r in store.relations(m.id)
-                if r.kind == "related" and r.src_id == m.id and store.exists(r.dst_id)
+                if r.kind == "related" and r.src_id == m.id and (other := _still_there(store, r.dst_id)) is not None
             ]
         if superseded:
-            message = f"Saved as #{m.id} (version {m.version}); it supersedes #{superseded['id']}: {superseded['title']}"
+            what = superseded["title"] if superseded["title"] is not None else "(forgotten since)"
+            message = f"Saved as #{m.id} (version {m.version}); it supersedes #{superseded['id']}: {what}"
         else:
             message = f"Saved as #{m.id}" + "".join(f"; similar to #{s['id']} (kept separate)" for s in similar)
         return {"memory": _brief(m), "superseded": superseded, "similar_to": similar, "message": message}
@@ -175,12 +188,149 @@ class MemlensTools:
         return data
 
 
+def _still_there(store: MemoryStore, memory_id: int) -> Memory | None:
+    """The memory, or None when it has been forgotten (by another process, between two reads)."""
+    try:
+        return store.get(memory_id)
+    except NotFound:
+        return None
+
+
+# --- the stdio transport, guarded --------------------------------------------------------------------------------
+#
+# The SDK's stdio reader drops a line it cannot parse (a lone surrogate such as "\ud800", JSON nested about 200
+# levels deep) and the client waits for an answer that never comes. Every line is checked here first; a request
+# the SDK would drop is answered here, with its id: a tool call with a tool error, anything else with a JSON-RPC
+# error. Lines that are not requests (no id) go on to the SDK unchanged.
+
+#: How deeply the SDK's JSON parser nests before it gives up (pydantic-core's recursion limit), for the message.
+_SDK_MAX_DEPTH = 200
+
+
+def reply_to_unreadable(line: str) -> mcp_types.JSONRPCResponse | mcp_types.JSONRPCError | None:
+    """The answer to a JSON-RPC request line the SDK cannot parse, or None when the SDK can (or it is no request)."""
+    if not line.strip():
+        return None
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except ValidationError as exc:
+        sdk_says = str(exc.errors()[0].get("msg", "not a JSON-RPC message")) if exc.errors() else "not a JSON-RPC message"
+    head = _top_level(line)
+    if head is None or "method" not in head or isinstance(head.get("id"), bool) or not isinstance(head.get("id"), (int, str)):
+        return None
+    problem = f"memlens could not read this request: {_what_is_wrong(line, sdk_says)}"
+    if head["method"] == "tools/call":
+        result = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=problem)], is_error=True)
+        return mcp_types.JSONRPCResponse(jsonrpc="2.0", id=head["id"], result=result.model_dump(by_alias=True, exclude_none=True))
+    return mcp_types.JSONRPCError(jsonrpc="2.0", id=head["id"], error=mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=problem))
+
+
+def _what_is_wrong(line: str, sdk_says: str) -> str:
+    try:
+        value = json.loads(line)
+    except RecursionError:
+        return f"it is nested more deeply than memlens can read (the MCP library reads at most about {_SDK_MAX_DEPTH} levels)"
+    except ValueError:
+        return sdk_says
+    depth = json_depth(value)
+    if depth >= _SDK_MAX_DEPTH:
+        return f"it is nested {depth} levels deep; the MCP library reads at most about {_SDK_MAX_DEPTH} levels"
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and any("\ud800" <= c <= "\udfff" for c in item):
+            surrogate = next(c for c in item if "\ud800" <= c <= "\udfff")
+            return f"a string holds a lone surrogate (\\u{ord(surrogate):04x}), which is not Unicode text; send valid UTF-8"
+    return sdk_says
+
+
+def _top_level(line: str) -> dict[str, Any] | None:
+    """The request's outer object with every nested value replaced by null (enough to read its id and method even
+    when the rest is too deep or broken to parse), or None when the line is not such an object."""
+    kept: list[str] = []
+    depth = 0
+    in_string = escaped = False
+    for ch in line:
+        if in_string:
+            if depth <= 1:
+                kept.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch in "[{":
+            depth += 1
+            if depth == 2:
+                kept.append("null")
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                kept.append(ch)
+            continue
+        elif ch == '"':
+            in_string = True
+        if depth <= 1:
+            kept.append(ch)
+    try:
+        head = json.loads("".join(kept))
+    except (ValueError, RecursionError):
+        return None
+    return head if isinstance(head, dict) else None
+
+
+class _CheckedLines:
+    """Standard input's lines as the SDK reads them, minus the requests it could not parse: those are answered
+    here, on the SDK's own write stream (so answers never interleave on stdout)."""
+
+    def __init__(self, lines: AsyncIterable[str]) -> None:
+        self._lines = lines
+        self._ready = anyio.Event()
+        self._write: Any = None
+
+    def answer_on(self, write_stream: Any) -> None:
+        self._write = write_stream
+        self._ready.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._checked()
+
+    async def _checked(self) -> AsyncIterator[str]:
+        async for line in self._lines:
+            reply = reply_to_unreadable(line)
+            if reply is None:
+                yield line
+                continue
+            await self._ready.wait()  # the reader starts before the transport hands out its write stream
+            await self._write.send(SessionMessage(reply))
+
+
+class MemlensMCPServer(MCPServer):
+    """The SDK's server, with a stdio transport that answers every request (see :func:`reply_to_unreadable`)."""
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin/stdout until the client closes stdin."""
+        stdin = _CheckedLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+            stdin.answer_on(write_stream)
+            server = self._lowlevel_server  # our own base class's server: the SDK offers no public hook for this
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
 def build_server(store: MemoryStore) -> MCPServer:
     """An MCP server whose tools work on ``store`` (the caller keeps it open while the server runs)."""
     from memlens import __version__
 
     tools = MemlensTools(store)
-    server: MCPServer = MCPServer("memlens", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server: MCPServer = MemlensMCPServer("memlens", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False)
     server.add_tool(tools.save, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     server.add_tool(tools.recall, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
