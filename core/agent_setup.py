@@ -50,6 +50,20 @@ def claude_mcp_add_line(db: str | None = None) -> str:
     return _shell_join(["claude", "mcp", "add", "--scope", "user", "memlens", "--", *memlens_command(db), "mcp"])
 
 
+def mcp_missing(error: ImportError | None = None) -> str:
+    """What to tell a person whose `mcp` package cannot serve or connect (``error`` is the failed import): absent, a
+    major version this code was not written for (1.x has no mcp.server.mcpserver), or installed but broken."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return "the MCP server needs the optional dependency `mcp`: pip install 'memlens[mcp]'"
+    if not version.startswith("2."):
+        return f"the MCP server needs mcp 2.x, but mcp {version} is installed: pip install 'mcp>=2,<3' (or 'memlens[mcp]')"
+    return f"mcp {version} is installed but cannot be imported ({error or 'unknown error'}): pip install --force-reinstall 'mcp>=2,<3'"
+
+
 def merge(existing: Any, addition: Any) -> Any:
     """``addition`` merged into ``existing``: objects key by key, lists extended by the items they lack."""
     if isinstance(existing, dict) and isinstance(addition, dict):

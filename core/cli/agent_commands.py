@@ -63,6 +63,8 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    from memlens import agent_setup
+
     if args.action == "install":
         return _install(args, "mcp")
     try:
@@ -70,22 +72,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in ("mcp", "pydantic"):
             raise
-        raise MemlensError(_mcp_missing()) from None
+        raise MemlensError(agent_setup.mcp_missing(exc)) from None
 
     serve(store_path(args))
     return 0
-
-
-def _mcp_missing() -> str:
-    """What to tell a person whose `mcp` package cannot serve: absent, or a major version this code was not written
-    for (1.x has no mcp.server.mcpserver)."""
-    from importlib import metadata
-
-    try:
-        version = metadata.version("mcp")
-    except metadata.PackageNotFoundError:
-        return "the MCP server needs the optional dependency `mcp`: pip install 'memlens[mcp]'"
-    return f"the MCP server needs mcp 2.x, but mcp {version} is installed: pip install 'mcp>=2,<3' (or 'memlens[mcp]')"
 
 
 def cmd_hook(args: argparse.Namespace) -> int:

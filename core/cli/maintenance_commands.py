@@ -23,6 +23,9 @@ def register(sub: Any) -> None:
 
     p = add_command(sub, "doctor", cmd_doctor, help="check the store (integrity, indexes, orphans, chains, audit chain)", now_help="check as of this time")
     p.add_argument("--repair", action="store_true", help="rebuild the derived indexes and fix what can be fixed")
+    p.add_argument(
+        "--agent", action="store_true", help="check the agent wiring instead: a hook round trip and the MCP tools, against a temporary store"
+    )
     add_yes_flag(p, "with --repair, write with --now set to another time than the current one")
 
     p = add_command(sub, "redact-check", cmd_redact_check, help="show what redaction would hide in TEXT (nothing is stored)", clock=False)
@@ -46,6 +49,12 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.agent:
+        from memlens.agent_check import check_agent
+
+        agent = check_agent()
+        emit(args, agent.to_dict(), agent.describe)
+        return 0 if agent.ok else 1
     now = now_from(args)
     if args.repair:
         confirm_time(args, now)
