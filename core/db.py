@@ -219,6 +219,31 @@ def _check_length(path: Path, head: bytes) -> None:
         )
 
 
+def _check_trusted(path: Path) -> None:
+    """Refuse to use as a store (or its -wal/-shm) a file owned by another user or writable by group or others: in
+    a shared or world-writable folder someone else may have planted it, empty, to read or alter what is written.
+    Only stat() is used: it opens no descriptor, so it is safe while this process has the store open."""
+    if not hasattr(os, "geteuid"):
+        return  # no POSIX owners (Windows): the folder's ACL is what protects the file
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            st = os.stat(file) if file == path else os.lstat(file)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) and file != path:
+            raise ReadOnlyStoreError(f"{file} is a symbolic link; memlens will not use it (nothing was changed)")
+        if st.st_uid != os.geteuid():
+            raise ReadOnlyStoreError(
+                f"{file} belongs to another user (uid {st.st_uid}); memlens will not use it as your store (nothing was changed). "
+                "Move it away, or choose another --db path"
+            )
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ReadOnlyStoreError(
+                f"{file} can be written by other users (mode {stat.S_IMODE(st.st_mode):04o}); memlens will not use it as your store "
+                f"(nothing was changed). If it is yours, make it private first: chmod 600 {file}"
+            )
+
+
 def _make_private(path: Path) -> None:
     """Create the store's folder, and any missing folder above it, readable by the owner only (memories are private)."""
     missing = []
@@ -244,6 +269,8 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
     def identify_and_create(busy: bool) -> None:
         nonlocal kind
         kind = _identify(path, busy)
+        if not readonly:
+            _check_trusted(path)
         if kind == "new" and (readonly or not create):
             state = "is empty" if path.exists() else "does not exist"
             raise NotAMemlensDatabase(f"{path} {state} (use `memlens init` to create a store)")

@@ -36,6 +36,7 @@ def register(sub: Any) -> None:
     p.add_argument("file", help="the file to write ('-' writes standard output); a .csv or .tsv name writes a spreadsheet")
     p.add_argument("--format", choices=["memlens", "csv", "tsv"], help="the file's format (from its name when omitted; else memlens)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    p.add_argument("--force", action="store_true", help="replace the file if it exists (only ever a regular file)")
     _db_option(p)
 
 
@@ -152,7 +153,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     bar = ProgressBar("exporting", sys.stderr, enabled=not args.no_progress)
     try:
         with open_store(args, create=False, readonly=True) as store:
-            summary = export_file(store, args.file, format=args.format, now=now_from(args), progress=bar)
+            summary = export_file(store, args.file, format=args.format, now=now_from(args), progress=bar, overwrite=args.force)
     finally:
         bar.finish()
     text = f"exported {summary.memories} memories, {summary.sessions} sessions and {summary.relations} relations to {summary.path}"

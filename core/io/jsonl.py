@@ -79,10 +79,13 @@ def records(store: MemoryStore, *, now: datetime | None = None, progress: Progre
     yield "end", _line({"record": "end", "sessions": sessions, "memories": memories, "relations": len(relations)})
 
 
-def export(store: MemoryStore, path: str | Path, *, now: datetime | None = None, progress: Progress | None = None) -> ExportSummary:
+def export(
+    store: MemoryStore, path: str | Path, *, now: datetime | None = None, progress: Progress | None = None, overwrite: bool = True
+) -> ExportSummary:
     """Write the export of ``store`` to ``path`` (``"-"`` for standard output) and count what was written.
 
-    A file is written under a temporary name in the same folder and renamed into place when complete.
+    A file is written under a temporary name in the same folder and renamed into place when complete; an existing
+    file is replaced only with ``overwrite`` and only when it is a regular file (:func:`memlens.io.export_target`).
     """
     counts: Counter[str] = Counter()
     if str(path) == "-":
@@ -91,11 +94,9 @@ def export(store: MemoryStore, path: str | Path, *, now: datetime | None = None,
             sys.stdout.write(text)
         sys.stdout.flush()
         return ExportSummary("-", counts["session"], counts["memory"], counts["relation"])
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise InvalidInput(f"{target} is a folder; give the export a file name")
-    if not target.parent.is_dir():
-        raise InvalidInput(f"the folder {target.parent} does not exist")
+    from memlens.io import export_target
+
+    target = export_target(path, overwrite=overwrite)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:

@@ -281,10 +281,11 @@ def row_of(memory: Memory) -> list[str]:
     return ["" if value is None else value.isoformat() if isinstance(value, datetime) else str(value) for value in (values[c] for c in COLUMNS)]
 
 
-def export(store: MemoryStore, path: str | Path, *, format: str, progress: Progress | None = None) -> ExportSummary:
+def export(store: MemoryStore, path: str | Path, *, format: str, progress: Progress | None = None, overwrite: bool = True) -> ExportSummary:
     """Write every latest memory of ``store`` to ``path`` (``"-"``: standard output) as CSV or TSV.
 
-    A file is written under a temporary name in the same folder and renamed into place when complete.
+    A file is written under a temporary name in the same folder and renamed into place when complete; an existing
+    file is replaced only with ``overwrite`` and only when it is a regular file (:func:`memlens.io.export_target`).
     ``progress(done, total)`` counts memories written.
     """
     dialect = _dialect(format)
@@ -293,7 +294,9 @@ def export(store: MemoryStore, path: str | Path, *, format: str, progress: Progr
         written = _write(sys.stdout, store, dialect, total, progress)
         sys.stdout.flush()
         return ExportSummary("-", 0, written, 0)
-    target = Path(path).expanduser()
+    from memlens.io import export_target
+
+    target = export_target(path, overwrite=overwrite)
     # Spreadsheet programs read a CSV as UTF-8 only when it starts with a byte-order mark.
     with _replacing(target, encoding="utf-8-sig" if format == "csv" else "utf-8") as fh:
         written = _write(fh, store, dialect, total, progress)
@@ -316,11 +319,8 @@ def _write(fh: IO[str], store: MemoryStore, dialect: type[csv.Dialect], total: i
 
 @contextlib.contextmanager
 def _replacing(target: Path, *, encoding: str) -> Iterator[IO[str]]:
-    """A text file that replaces ``target`` when the block completes, and vanishes when it fails."""
-    if target.is_dir():
-        raise InvalidInput(f"{target} is a folder; give the export a file name")
-    if not target.parent.is_dir():
-        raise InvalidInput(f"the folder {target.parent} does not exist")
+    """A text file that replaces ``target`` (checked by :func:`memlens.io.export_target`) when the block completes,
+    and vanishes when it fails."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:

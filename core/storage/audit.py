@@ -85,17 +85,17 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
     seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'audit'").fetchone()
     if seq and seq[0] > prev_id:
         return AuditCheck(False, checked, prev_id + 1, f"entries after {prev_id} are missing")
-    problem = _targets_problem(conn, indexed)
-    if problem:
-        return AuditCheck(False, checked, problem[0], problem[1])
+    bad_index = _targets_problem(conn, indexed)
+    if bad_index:
+        return AuditCheck(False, checked, bad_index[0], bad_index[1])
     if seal_problem:
         return AuditCheck(False, checked, seal_problem[0], seal_problem[1])
     if restarted_at is not None:
         checkpoints = [cp for cp in checkpoints if _checkpoint_time(cp) > restarted_at]
     for cp in checkpoints:
-        problem = _checkpoint_problem(cp, sid, key, prev_id, hashes, first_sealed)
-        if problem:
-            return AuditCheck(False, checked, problem[0], problem[1])
+        behind = _checkpoint_problem(cp, sid, key, prev_id, hashes, first_sealed)
+        if behind:
+            return AuditCheck(False, checked, behind[0], behind[1])
     sealed_from = _meta_int(conn, "audit_sealed_from")
     if key is not None and sealed_from is not None and first_sealed != sealed_from:
         where = f"entry {first_sealed}" if first_sealed else "no entry"
