@@ -30,6 +30,14 @@ def register(sub: Any) -> None:
 
     p = add_command(sub, "redact-check", cmd_redact_check, help="show what redaction would hide in TEXT (nothing is stored)", clock=False)
     p.add_argument("text", nargs="?", help="the text ('-' or nothing reads standard input)")
+    p.add_argument(
+        "--eval",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="measure redaction on a labelled JSONL set instead (default: the shipped set of fake secrets and look-alikes); "
+        "prints recall and precision, and exits 1 if a secret leaked",
+    )
 
     p = add_command(sub, "review", cmd_review, help="memories flagged because a memory they were derived from was forgotten", now_help="clear a flag as of this time")
     p.add_argument("--done", type=int, metavar="ID", help="clear the flag of memory ID (it was checked)")
@@ -92,6 +100,8 @@ def redaction_preview(text: str) -> dict[str, Any]:
 
 
 def cmd_redact_check(args: argparse.Namespace) -> int:
+    if args.eval is not None:
+        return _redact_eval(args)
     preview = redaction_preview(_read_text(args.text))
 
     def text() -> str:
@@ -104,6 +114,16 @@ def cmd_redact_check(args: argparse.Namespace) -> int:
 
     emit(args, preview, text)
     return 0
+
+
+def _redact_eval(args: argparse.Namespace) -> int:
+    from memlens import redact_eval
+
+    if args.text is not None:
+        raise InvalidInput("give either TEXT or --eval, not both")
+    result = redact_eval.evaluate(redact_eval.load_labelled(args.eval or None))
+    emit(args, result.to_dict(), lambda: redact_eval.describe(result))
+    return 1 if result.leaked else 0
 
 
 def cmd_review(args: argparse.Namespace) -> int:

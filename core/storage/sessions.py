@@ -303,8 +303,10 @@ def _edit_summary(tool_input: Any, response: Mapping[str, Any]) -> tuple[str, se
             changed = [line[0] + line[2:] for line in changed]
     added = sum(1 for line in changed if line.startswith("+"))
     removed = len(changed) - added
-    shown = [one_line(line, 160) for line in changed[:DIFF_LINES] if line[1:].strip()]
-    if len(changed) > DIFF_LINES:
-        shown.append(f"… [{len(changed) - DIFF_LINES} more changed lines]")
-    text, hits = redact(clean_text("\n".join([f"+{added} -{removed} lines", *shown]).replace("\x00", "")))
-    return text, {h.rule for h in hits}
+    # Redacted whole before lines are picked and cut: a cut through a secret leaves a piece no rule recognises.
+    clean, hits = redact(clean_text("\n".join(changed).replace("\x00", "")))
+    lines = clean.split("\n") if clean else []
+    shown = [one_line(line, 160) for line in lines[:DIFF_LINES] if line[1:].strip()]
+    if len(lines) > DIFF_LINES:
+        shown.append(f"… [{len(lines) - DIFF_LINES} more changed lines]")
+    return "\n".join([f"+{added} -{removed} lines", *shown]), {h.rule for h in hits}

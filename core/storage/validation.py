@@ -15,7 +15,7 @@ from typing import Any
 
 from memlens.errors import InvalidInput
 from memlens.models import DEFAULT_LAYER_FOR_TYPE, Layer, Origin, ts_from_dt
-from memlens.redact import redact
+from memlens.redact import redact, redact_value
 from memlens.text import MAX_CONTENT_CHARS, clean_text
 
 LAYERS = tuple(layer.value for layer in Layer)
@@ -223,27 +223,9 @@ def json_safe(value: Any) -> Any:
 
 
 def redact_json(value: Any) -> tuple[Any, set[str]]:
-    """A JSON value with every string redacted, and the rules that changed something."""
-    if isinstance(value, str):
-        text, found = redact(value)
-        return text, ({r.rule for r in found} if text != value else set())
-    if isinstance(value, list):
-        rules: set[str] = set()
-        items = []
-        for item in value:
-            clean, hit = redact_json(item)
-            items.append(clean)
-            rules |= hit
-        return items, rules
-    if isinstance(value, dict):
-        rules = set()
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            clean, hit = redact_json(item)
-            out[key] = clean
-            rules |= hit
-        return out, rules
-    return value, set()
+    """A JSON value redacted by shape and by key name, and the rules that changed something: the one redaction of
+    structured values (:func:`memlens.redact.redact_value`), under the name the storage layer uses."""
+    return redact_value(value)
 
 
 def redacted_metadata(metadata: Any, found: Iterable[Any]) -> dict[str, Any]:
