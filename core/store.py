@@ -10,7 +10,7 @@ per logical change; every time-dependent call takes ``now`` (an aware datetime; 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -692,13 +692,22 @@ class MemoryStore:
     # Those modules are imported when called: the agent hooks open a store on every tool call and must not pay for
     # the consolidation and sweep machinery they never use.
 
-    def sweep(self, *, now: datetime | None = None, dry_run: bool = False) -> SweepReport:
+    def sweep(
+        self,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        cancel: Callable[[], bool] | None = None,
+    ) -> SweepReport:
         """Run the auto-forget sweep at ``now``: TTL, weak, low-value, near-duplicate and capacity rules (see
         :mod:`memlens.sweep`). Each decision names the memory, the rule and the numbers, and is audited. With
-        ``dry_run=True`` nothing is written and the report is exactly what a real sweep at that ``now`` would do."""
+        ``dry_run=True`` nothing is written and the report is exactly what a real sweep at that ``now`` would do.
+        A long sweep reports ``progress(done, total)`` between its batches and stops when ``cancel()`` says so
+        (the report's ``stopped``; the store stays consistent and the audit log says it stopped)."""
         from memlens.sweep import run as run_sweep
 
-        return run_sweep(self, now=resolve_now(now), dry_run=dry_run)
+        return run_sweep(self, now=resolve_now(now), dry_run=dry_run, progress=progress, cancel=cancel)
 
     def explain(self, memory_id: int, *, now: datetime | None = None) -> str:
         """Why a memory is where it is, in a sentence or two (strength and what the next sweep does with it,

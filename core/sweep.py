@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -28,19 +29,22 @@ from memlens.config import StoreSettings
 from memlens.db import Connection
 from memlens.rules.base import DuplicateLink, MemoryRow, RankInput, RankRow, RulePlan, SweepDecision, TaggedLatest
 from memlens.rules.capacity import ARCHIVE_MIN_CHARS
+from memlens.storage.forgetting import ForgetGroup
 from memlens.text import similarity_tokens, token_key
 
 __all__ = [
-    "ACTIONS", "APPLY_BATCH", "ARCHIVE_EXCERPT_CHARS", "ARCHIVE_MIN_CHARS", "STATE_KEY", "DuplicateLink", "StoreView",
-    "SweepDecision", "SweepPlan", "SweepReport", "archive_text", "counts_of", "grace_cutoff", "load_state", "plan", "run",
+    "ACTIONS", "APPLY_BATCH", "ARCHIVE_EXCERPT_CHARS", "ARCHIVE_MIN_CHARS", "STATE_KEY", "CancelCheck", "DuplicateLink",
+    "Progress", "StoreView", "SweepDecision", "SweepPlan", "SweepReport", "archive_text", "counts_of", "grace_cutoff", "load_state", "plan", "run",
 ]
 
 #: What a decision does to its memory.
 ACTIONS: tuple[str, ...] = ("forget", "mark_not_latest", "archive")
 #: How much of each archived memory the archive keeps (characters).
 ARCHIVE_EXCERPT_CHARS = 160
-#: A real sweep applies a larger plan in transactions of this many decisions (see :func:`run`).
-APPLY_BATCH = 200
+#: A real sweep applies a larger plan in transactions of this many decisions (see :func:`run`), each with one purge
+#: of the full-text indexes (a merge costing about 0.7 s at 200k memories, whatever the batch's size): an agent
+#: writing meanwhile waits for one batch, about a second at 200k.
+APPLY_BATCH = 2000
 #: Where the sweep remembers how far it has looked for near-duplicates (``meta`` table).
 STATE_KEY = "sweep_state"
 
@@ -63,6 +67,8 @@ class SweepReport:
     archives: list[int] = field(default_factory=list)
     #: Planned decisions a real run did not carry out because the memory changed meanwhile (see :func:`run`).
     skipped: int = 0
+    #: A real run was cancelled before it carried out its whole plan (``decisions`` are those it did).
+    stopped: bool = False
 
     @property
     def total(self) -> int:
@@ -79,7 +85,7 @@ class SweepReport:
 
     def summary(self) -> str:
         """One line: what the sweep did or would do."""
-        verb = "would act on" if self.dry_run else "acted on"
+        verb = "would act on" if self.dry_run else "stopped after acting on" if self.stopped else "acted on"
         if not self.decisions:
             return f"sweep at {self.now:%Y-%m-%d %H:%M} UTC: nothing to do"
         parts = ", ".join(f"{n} {rule}" for rule, n in self.counts.items() if n)
@@ -95,6 +101,7 @@ class SweepReport:
             "decisions": [d.to_dict() for d in self.decisions],
             "archives": list(self.archives),
             "skipped": self.skipped,
+            "stopped": self.stopped,
         }
 
 
@@ -385,7 +392,15 @@ def _changed_since(conn: Connection, after_audit_id: int, through_audit_id: int)
 # --- running ---------------------------------------------------------------------------------------------------
 
 
-def run(store: MemoryStore, *, now: datetime, dry_run: bool) -> SweepReport:
+#: ``progress(done, total)``: decisions carried out so far of those planned (called after each batch).
+Progress = Callable[[int, int], None]
+#: ``cancel()``: True to stop the sweep before its next batch.
+CancelCheck = Callable[[], bool]
+
+
+def run(
+    store: MemoryStore, *, now: datetime, dry_run: bool, progress: Progress | None = None, cancel: CancelCheck | None = None
+) -> SweepReport:
     """Plan a sweep at ``now`` and, unless ``dry_run``, carry the plan out.
 
     The plan is made inside the first write transaction. Up to :data:`APPLY_BATCH` decisions (the usual case) are
@@ -396,6 +411,11 @@ def run(store: MemoryStore, *, now: datetime, dry_run: bool) -> SweepReport:
     A real run writes one audit entry per decision (operation ``sweep``; details: rule, action, numbers, reason, and
     for erased memories the SHA-256 of their text), one per archive memory, and one ``sweep_run`` entry with the
     counts. A dry run reads one consistent snapshot and writes nothing.
+
+    ``progress`` is told how far the sweep got after every batch, and ``cancel`` is asked before each batch after
+    the first: a cancelled sweep stops there, with every batch it applied committed whole, and its ``sweep_run``
+    entry says it stopped (``stopped: true`` with how many were planned); the report's ``stopped`` is True. The
+    near-duplicate bookkeeping then stays where it was, so the next sweep looks at the same memories again.
     """
     if dry_run:
         with store.ctx.lock:
@@ -412,22 +432,35 @@ def run(store: MemoryStore, *, now: datetime, dry_run: bool) -> SweepReport:
     applied: list[SweepDecision] = []
     archives: list[int] = []
     skipped = 0
+    stopped = False
     with store.ctx.write() as conn:
         p = plan(conn, store.settings, now)
         batches = _batches(p)
         skipped += _apply_batch(store, conn, p, batches[0], now, applied, archives)
         if len(batches) == 1:
             _finish(store, conn, p, now, applied, archives, skipped)
+    total = len(p.decisions)
+    if progress is not None:
+        progress(len(batches[0]), total)
+    done = len(batches[0])
     for index in range(1, len(batches)):
+        if cancel is not None and cancel():
+            stopped = True
+            with store.ctx.write() as conn:
+                _finish(store, conn, p, now, applied, archives, skipped, planned=total)
+            break
         with store.ctx.write() as conn:
             skipped += _apply_batch(store, conn, p, batches[index], now, applied, archives)
             if index == len(batches) - 1:
                 _finish(store, conn, p, now, applied, archives, skipped)
+        done += len(batches[index])
+        if progress is not None:
+            progress(done, total)
     if applied:
         store.forgetting.purge_deleted_terms()  # once for the whole sweep (inside a transaction it cannot checkpoint)
     order = {d.memory_id: i for i, d in enumerate(p.decisions)}
     applied.sort(key=lambda d: order[d.memory_id])  # archive groups ran last; report in the plan's order
-    return SweepReport(now, False, applied, counts_of(applied), archives, skipped)
+    return SweepReport(now, False, applied, counts_of(applied), archives, skipped, stopped)
 
 
 def _batches(p: SweepPlan) -> list[list[SweepDecision]]:
@@ -497,9 +530,19 @@ def _apply_batch(
         )
         store.ctx.audit(conn, "sweep", [archive_id], {"rule": "capacity", "action": "write_archive", "source_ids": source_ids}, now)
         archives.append(archive_id)
+    # Consecutive erasures go to the store together (one DELETE for them all: see ForgettingRepository.forget_each);
+    # a near-duplicate in between is applied in its place, so everything happens in the plan's order.
+    erasures: list[ForgetGroup] = []
+
+    def erase() -> None:
+        if erasures:
+            store.forgetting.forget_each(erasures, now=now, operation="sweep")
+            erasures.clear()
+
     for d in due:
         details: dict[str, Any] = {"rule": d.rule, "action": d.action, "numbers": d.numbers}
         if d.action == "mark_not_latest":
+            erase()
             link = p.duplicates[d.memory_id]
             content, version, chain_id = conn.execute("SELECT content, version, chain_id FROM memories WHERE id = ?", (d.memory_id,)).fetchone()
             conn.execute("UPDATE memories SET is_latest = 0, updated_at = ? WHERE id = ?", (ts, d.memory_id))
@@ -515,19 +558,31 @@ def _apply_batch(
         else:
             if d.action == "archive":
                 details["archived_into"] = archive_id
-            store.forgetting.forget_ids(
-                p.chain_ids.get(d.memory_id, [d.memory_id]), reason=d.reason, now=now, operation="sweep", extra=details, flag_derived=False, purge=False
-            )
+            erasures.append(ForgetGroup(p.chain_ids.get(d.memory_id, [d.memory_id]), d.reason, details))
         applied.append(d)
+    erase()
     return len(batch) - len(due)
 
 
 def _finish(
-    store: MemoryStore, conn: Connection, p: SweepPlan, now: datetime, applied: list[SweepDecision], archives: list[int], skipped: int
+    store: MemoryStore,
+    conn: Connection,
+    p: SweepPlan,
+    now: datetime,
+    applied: list[SweepDecision],
+    archives: list[int],
+    skipped: int,
+    *,
+    planned: int | None = None,
 ) -> None:
-    """The sweep's own audit entry and its near-duplicate bookkeeping, written with the last batch."""
-    details = {"counts": counts_of(applied), "decisions": len(applied), "archives": archives, "skipped": skipped}
+    """The sweep's own audit entry and its near-duplicate bookkeeping, written with the last batch; ``planned``
+    (the size of the plan) when the sweep was cancelled before it, which keeps the bookkeeping as it was."""
+    details: dict[str, Any] = {"counts": counts_of(applied), "decisions": len(applied), "archives": archives, "skipped": skipped}
+    if planned is not None:
+        details.update(stopped=True, planned=planned)
     store.ctx.audit(conn, "sweep_run", [], details, now)
+    if planned is not None:
+        return
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (STATE_KEY, json.dumps(p.state, sort_keys=True)),
