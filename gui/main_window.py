@@ -610,6 +610,23 @@ class MainWindow(QtWidgets.QMainWindow):
         self.countdown_label = QtWidgets.QLabel()
         self.countdown_label.setObjectName("sweepCountdown")
         self.countdown_label.setToolTip("Time to the next automatic sweep (Lifecycle menu: run now, pause, preview)")
+        # A running sweep's progress and its Cancel (it stops before its next batch of erasures).
+        self.sweep_progress = QtWidgets.QProgressBar()
+        self.sweep_progress.setObjectName("sweepProgress")
+        self.sweep_progress.setAccessibleName("Sweep progress")
+        self.sweep_progress.setMaximumWidth(160)
+        self.sweep_progress.setFormat("sweep %v/%m")
+        self.sweep_progress.hide()
+        self.sweep_cancel = QtWidgets.QToolButton()
+        self.sweep_cancel.setObjectName("sweepCancel")
+        self.sweep_cancel.setAccessibleName("Cancel the sweep")
+        self.sweep_cancel.setText("Cancel")
+        self.sweep_cancel.setToolTip("Stop the sweep after the batch it is erasing (what it erased stays erased)")
+        self.sweep_cancel.hide()
+        status.addPermanentWidget(self.sweep_progress)
+        status.addPermanentWidget(self.sweep_cancel)
+        self._sweep_cancel_slot: Callable[[], None] | None = None
+        self.sweep_cancel.clicked.connect(lambda: self._sweep_cancel_slot() if self._sweep_cancel_slot is not None else None)
         status.addPermanentWidget(self.busy_label)
         status.addPermanentWidget(self.live_label)
         status.addPermanentWidget(self.countdown_label)
@@ -1404,15 +1421,43 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.path is None or self.read_only() or self.tasks.running("sweep"):
             return
 
+        def step(done: int, total: int, _text: str) -> None:
+            self.sweep_progress.setRange(0, max(total, 1))
+            self.sweep_progress.setValue(done)
+
+        def ended() -> None:
+            self.sweep_progress.hide()
+            self.sweep_cancel.hide()
+            self.sweep_cancel.setEnabled(True)
+
         def done(report: SweepReport) -> None:
-            if report.decisions:
-                parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
-                self.statusBar().showMessage(f"Sweep acted on {fmt.plural(len(report.decisions), 'memory', 'memories')} ({parts}).", 10000)
+            ended()
+            acted = fmt.plural(len(report.decisions), "memory", "memories")
+            parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
+            if report.stopped:
+                self.statusBar().showMessage(f"Sweep cancelled after acting on {acted} ({parts or 'none'}); the next sweep does the rest.", 10000)
+            elif report.decisions:
+                self.statusBar().showMessage(f"Sweep acted on {acted} ({parts}).", 10000)
             else:
                 self.statusBar().showMessage("Sweep: nothing to forget.", 5000)
             self.sweep_finished.emit(report)
 
-        run_sweep(self, now=self.clock()).success(done).run_in_background()
+        def failed(error: BaseException) -> None:
+            ended()
+            self.show_error("The sweep failed", error)
+
+        handle = run_sweep(self, now=self.clock()).success(done).failure(failed).with_progress(step).run_in_background()
+        if handle is not None:
+            self.sweep_progress.setRange(0, 0)  # busy until the first batch is done
+            self.sweep_progress.show()
+            self.sweep_cancel.show()
+
+            def cancel() -> None:
+                handle.cancel()
+                self.sweep_cancel.setEnabled(False)
+                self.statusBar().showMessage("Stopping the sweep after its current batch…", 5000)
+
+            self._sweep_cancel_slot = cancel
 
     def preview_sweep(self) -> None:
         """What the next automatic sweep would do, as a list (dry run: changes nothing)."""

@@ -31,8 +31,13 @@ def sweep_changes(report: SweepReport) -> OpChanges:
 
 
 def run_sweep(host: OpHost, *, now: datetime) -> StoreOp[SweepReport]:
-    """Run the auto-forget sweep at ``now``."""
-    return StoreOp(host, "sweep", lambda store, _ctx: store.sweep(now=now), sweep_changes, title="The sweep failed")
+    """Run the auto-forget sweep at ``now``, reporting progress between its batches; cancelling the task stops it
+    before the next batch (the report's ``stopped``)."""
+
+    def sweep(store: MemoryStore, ctx: TaskContext) -> SweepReport:
+        return store.sweep(now=now, progress=lambda done, total: ctx.progress(done, total), cancel=ctx.cancelled)
+
+    return StoreOp(host, "sweep", sweep, sweep_changes, title="The sweep failed")
 
 
 def preview_sweep(host: OpHost, *, at: datetime, name: str = "sweep-preview") -> StoreOp[SweepReport]:
