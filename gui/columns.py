@@ -2,7 +2,8 @@
 
 Each :class:`Column` says its header and tooltip, its width (None: it stretches), whether it starts hidden, how a
 cell shows a row (a memory, with its score and snippet when it came from a search), the exact sort value, the
-``order_by`` the database sorts it on (``MemoryStore.list_ids``; "score" only exists in a search), and which
+``order_by`` the database sorts it on (``MemoryStore.list_ids``; "score" only exists in a search; "" for a column
+only a list loaded whole can be sorted by, such as the next sweep's decisions), and which
 delegate paints it. The memory model, the header's show/hide menu and the
 window's delegates all read this list.
 """
@@ -14,9 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from memlens import rules
 from memlens.decay import DecayConfig, strength
 from memlens.gui import format as fmt
 from memlens.models import Memory
+from memlens.sweep import SweepDecision
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class MemoryRow:
     explanation: str | None = None
     #: Place in the engine's order (0 for the best hit); breaks ties between equal scores the way the engine did.
     rank: int = 0
+    #: What the next sweep would do with it (the sweep preview's decision), if anything.
+    sweep: SweepDecision | None = None
 
 
 Show = Callable[[MemoryRow, datetime, DecayConfig], str]
@@ -56,6 +61,8 @@ class Column:
     hideable: bool = True
     #: Shown only while the table holds search results (the score column).
     search_only: bool = False
+    #: A cell's tooltip (None: the model's default for the column, if any).
+    hover: Show | None = None
 
 
 def _expires(r: MemoryRow, now: datetime, _c: DecayConfig) -> str:
@@ -67,6 +74,28 @@ def _expires(r: MemoryRow, now: datetime, _c: DecayConfig) -> str:
 
 def _score(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
     return "" if r.score is None else f"{r.score:.3f}"
+
+
+#: How the Sweep column names a decision's action.
+SWEEP_ACTIONS = {"forget": "forget", "archive": "archive", "mark_not_latest": "old version"}
+_RULE_ORDER = {name: i for i, name in enumerate(rules.names())}
+
+
+def _sweep(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
+    d = r.sweep
+    return "" if d is None else f"{SWEEP_ACTIONS.get(d.action, d.action)}: {d.rule.replace('_', ' ')}"
+
+
+def _sweep_reason(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
+    d = r.sweep
+    if d is None:
+        return "The next sweep leaves it alone."
+    verb = {"forget": "forget it", "archive": "archive it (then forget it)", "mark_not_latest": "make it an old version"}.get(d.action, d.action)
+    return f"The next sweep would {verb} ({d.rule.replace('_', ' ')} rule): {d.reason}"
+
+
+def _sweep_sort(r: MemoryRow, _n: datetime, _c: DecayConfig) -> tuple[int, int]:
+    return (0, 0) if r.sweep is None else (1, -_RULE_ORDER.get(r.sweep.rule, 0))
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -115,5 +144,9 @@ COLUMNS: tuple[Column, ...] = (
         lambda r, _n, _c: ", ".join(r.memory.tags), lambda r, _n, _c: ", ".join(sorted(r.memory.tags)).lower(), width=110, hidden=True,
     ),
     Column("expires", "Expires", "forget_after", "When its TTL runs out", _expires, lambda r, _n, _c: r.memory.forget_after or _FAR, width=76),
+    Column(
+        "sweep", "Sweep", "", "What the next sweep would do with it (the same plan as Lifecycle > Preview Next Sweep); "
+        "hover a cell for the rule's reason", _sweep, _sweep_sort, width=96, hover=_sweep_reason,
+    ),
 )
 COLUMN_INDEX = {c.key: i for i, c in enumerate(COLUMNS)}

@@ -29,6 +29,7 @@ from memlens.gui.qt import QtCore, QtGui
 from memlens.gui.tasks import StoreReader
 from memlens.models import Memory
 from memlens.store import MemoryStore
+from memlens.sweep import SweepDecision
 
 __all__ = [
     "COLUMNS",
@@ -90,6 +91,9 @@ class MemoryTableModel(LazyTableModel):
         self._palette_dim = QtGui.QColor(128, 128, 128)
         #: Shown before the title of a pinned memory.
         self.pin_icon: QtGui.QIcon | None = None
+        #: The next sweep's decisions by memory id (the Sweep column), and the moment they were planned for.
+        self.sweep_plan: dict[int, SweepDecision] = {}
+        self.sweep_at: datetime | None = None
 
     def set_query(self, query: MemoryQuery) -> None:
         """Show the memories matching ``query`` (loads the id list again); a search starts in score order."""
@@ -195,8 +199,10 @@ class MemoryTableModel(LazyTableModel):
         searching = bool(self.query.text.strip())
         if col.search_only and not searching:
             return  # nothing to order by outside a search
+        if not col.order_by and not (searching or self.is_complete()):
+            return  # only a list loaded whole can be ordered by it
         self._memory_sort = (col.key, descending)
-        wanted = replace(self.query, order_by=col.order_by, descending=descending)
+        wanted = replace(self.query, order_by=col.order_by or self.query.order_by, descending=descending)
         if searching or (self.is_complete() and not self.is_loading()):
             # Loaded whole: sort exactly in memory; the database order is remembered for the next reload.
             self.query = wanted
@@ -212,7 +218,7 @@ class MemoryTableModel(LazyTableModel):
             return ids
         key, descending = self._memory_sort
         now, config = self._now(), self.decay_config
-        present = [rows[i] for i in ids if i in rows]
+        present = [self._planned(rows[i]) for i in ids if i in rows]
         ordered = sorted(present, key=lambda r: (_sort_value(r, key, now, config), r.memory.id), reverse=descending)
         return array("q", [r.memory.id for r in ordered])
 
@@ -242,11 +248,29 @@ class MemoryTableModel(LazyTableModel):
         if old is not None:
             self.replace_row(replace(old, memory=memory))
 
+    def set_sweep_plan(self, decisions: Sequence[SweepDecision], at: datetime) -> None:
+        """Mark the memories a sweep at ``at`` would act on (a dry run's decisions) and repaint the Sweep column."""
+        self.sweep_plan = {d.memory_id: d for d in decisions}
+        self.sweep_at = at
+        if self.rowCount():
+            column = COLUMN_INDEX["sweep"]
+            self.dataChanged.emit(self.index(0, column), self.index(self.rowCount() - 1, column))
+
+    def marked_ids(self) -> list[int]:
+        """Ids of the rows the Sweep column marks, in table order."""
+        return [int(i) for i in self.ids() if i in self.sweep_plan]
+
+    def _planned(self, row: MemoryRow) -> MemoryRow:
+        """``row`` with the next sweep's decision about it."""
+        decision = self.sweep_plan.get(row.memory.id)
+        return row if decision is row.sweep else replace(row, sweep=decision)
+
     def strengths_changed(self) -> None:
         """Repaint strength and relative times (the clock moved)."""
         self.repaint_all()
 
     def cell(self, row: Any, column: int, role: int) -> Any:
+        row = self._planned(row)
         m: Memory = row.memory
         key = COLUMNS[column].key
         R = QtCore.Qt.ItemDataRole
@@ -262,6 +286,9 @@ class MemoryTableModel(LazyTableModel):
         if role == R.DisplayRole:
             return self._display(row, key, now)
         if role == R.ToolTipRole:
+            hover = COLUMNS[column].hover
+            if hover is not None:
+                return hover(row, now, self.decay_config)
             if key == "title":
                 text = m.content if len(m.content) <= 600 else m.content[:600] + "…"
                 return f"#{m.id} {m.title}\n\n{text}"

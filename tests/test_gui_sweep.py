@@ -91,3 +91,60 @@ def test_a_running_sweep_shows_progress_and_can_be_cancelled(qtbot, make_window,
         assert store.count_memories(include_expired=True, now=NOW) == 8
         assert store.audit(operation="sweep_run", limit=1)[0].details["stopped"] is True
     assert window.sidebar.count_text("semantic") == "2"
+
+
+# --- C: the table marks what the next sweep would forget -------------------------------------------------------
+
+
+@pytest.fixture
+def mixed_path(tmp_path: Path) -> Path:
+    """Faded chitchat, an expired fact, a pinned chitchat, fresh facts, and a fact that expires in half an hour."""
+    path = tmp_path / "mixed" / "memory.db"
+    with MemoryStore.open(path) as store:
+        store.remember("The user said hello and talked about the weather", type="chitchat", now=NOW - 3 * DAY)
+        store.remember("A temporary staging password rotates daily", ttl_days=1, now=NOW - 2 * DAY)
+        store.remember("The user likes the blue theme in the editor", type="chitchat", pinned=True, now=NOW - 3 * DAY)
+        store.remember("The API lives at https://api.example.com", now=NOW - DAY)
+        store.remember("The release freeze lasts until the end of the day", ttl_days=1, now=NOW - timedelta(hours=23, minutes=30))
+    return path
+
+
+def test_sweep_column_marks_exactly_what_the_preview_lists(qtbot, make_window, mixed_path: Path):
+    window = make_window(mixed_path)
+    window.sidebar.select("all")
+    qtbot.waitUntil(window.is_idle, timeout=15000)
+    with qtbot.waitSignal(window.sweep_previewed, timeout=10000) as previewed:
+        window.act_sweep_preview.trigger()
+    window.dialog.close()
+    preview = previewed.args[0]
+    # The preview plans for the next automatic sweep, an hour away: the release freeze has expired by then.
+    assert len(preview.decisions) == 3
+    planned = {d.memory_id for d in preview.decisions}
+    listed = set(window.model.ids())
+    assert set(window.model.marked_ids()) == planned & listed
+    # What the table does not list has already expired (it shows unexpired memories): nothing planned is left out.
+    with MemoryStore.open(mixed_path, create=False) as store:
+        assert all(m.is_expired(NOW) for m in store.get_many(sorted(planned - listed)))
+    assert len(planned & listed) == 2
+    assert window.model.sweep_at == preview.now
+    column = window.model.columns().index("Sweep")
+    assert not window.table.horizontalHeader().isSectionHidden(column)
+    for decision in (d for d in preview.decisions if d.memory_id in listed):
+        index = window.model.index(window.model.row_of(decision.memory_id), column)
+        assert index.data() == f"forget: {decision.rule}"
+        assert decision.reason in index.data(QtCore.Qt.ItemDataRole.ToolTipRole)
+    unmarked = next(i for i in window.model.ids() if i not in window.model.sweep_plan)
+    assert window.model.index(window.model.row_of(unmarked), column).data() == ""
+
+
+def test_sweep_marks_follow_edits(qtbot, make_window, mixed_path: Path):
+    window = make_window(mixed_path)
+    window.sidebar.select("all")
+    qtbot.waitUntil(window.is_idle, timeout=15000)
+    marked = window.model.marked_ids()
+    assert marked
+    # Pinning a marked memory takes it out of the next sweep, and out of the column.
+    with qtbot.waitSignal(window.sweep_marked, timeout=10000, check_params_cb=lambda r: marked[0] not in {d.memory_id for d in r.decisions}):
+        window.update_memory(marked[0], {"pinned": True})
+    qtbot.waitUntil(window.is_idle, timeout=15000)
+    assert marked[0] not in window.model.marked_ids()
