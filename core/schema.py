@@ -11,7 +11,7 @@ from __future__ import annotations
 APPLICATION_ID = 0x4D4C4E53
 SCHEMA_VERSION = 6
 
-REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors", "forgotten_sessions")
+REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
 
 _V1 = [
@@ -242,15 +242,18 @@ _V5 = [
 ]
 
 # Version 6: the audit log is sealed and anchored outside the store (see core/storage/audit_seal.py). Each entry
-# gets an HMAC ``seal`` keyed by a secret outside the file; entries written before stay unsealed and are checked by
-# their hash chain alone (the first sealed entry is recorded in meta as ``audit_sealed_from``). The store gets a
-# random id that names its key. Forgotten sessions leave a tombstone (their id, as the audit entry already
-# records it), so an import of an older export does not bring a forgotten session back.
+# gets an HMAC seal keyed by a secret outside the file, in a table of its own beside the log (no
+# append-only trigger: a seal changed or removed is what verification finds);
+# entries written before stay unsealed and are checked by their hash chain alone (the first sealed entry is
+# recorded in meta as ``audit_sealed_from``). The store gets a random id that names its key. Forgotten sessions
+# leave a tombstone (their id, as the audit entry already records it), so an import of an older export does not
+# bring a forgotten session back. Every statement is idempotent, so a file whose version record lags its tables
+# still migrates.
 _V6 = [
-    "ALTER TABLE audit ADD COLUMN seal TEXT",
+    "CREATE TABLE IF NOT EXISTS audit_seals (audit_id INTEGER PRIMARY KEY, seal TEXT NOT NULL)",
     "INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))",
     """
-    CREATE TABLE forgotten_sessions (
+    CREATE TABLE IF NOT EXISTS forgotten_sessions (
         session_id   TEXT PRIMARY KEY,
         forgotten_at REAL NOT NULL
     ) WITHOUT ROWID

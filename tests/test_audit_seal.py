@@ -60,7 +60,7 @@ def test_a_fresh_store_is_sealed_and_verifies(db_path: Path, t0):
     check = _verify(db_path)
     assert check.ok and check.checked == 7
     conn = sqlite3.connect(db_path)
-    assert conn.execute("SELECT COUNT(*) FROM audit WHERE seal IS NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM audit WHERE id NOT IN (SELECT audit_id FROM audit_seals)").fetchone()[0] == 0
     sid = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
     assert conn.execute("SELECT value FROM meta WHERE key = 'audit_sealed_from'").fetchone()[0] == "1"
     conn.close()
@@ -116,7 +116,11 @@ def test_a_forged_entry_is_found(db_path: Path, t0):
     conn.close()
     targets, details = "[]", '{"reason":"routine"}'
     digest = audit_hash(prev, at + 1, "configure", "api", targets, details)
-    _raw(db_path, f"INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash, seal) VALUES ({at + 1}, 'configure', 'api', '{targets}', '{details}', '{prev}', '{digest}', '{'ab' * 32}')")
+    _raw(
+        db_path,
+        f"INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES ({at + 1}, 'configure', 'api', '{targets}', '{details}', '{prev}', '{digest}')",
+        f"INSERT INTO audit_seals(audit_id, seal) VALUES (8, '{'ab' * 32}')",
+    )
     check = _verify(db_path)
     assert not check.ok and check.first_bad_id == 8 and "forged" in (check.problem or "")
 
@@ -134,7 +138,7 @@ def test_a_forged_entry_without_a_seal_is_found(db_path: Path, t0):
 
 def test_stripping_every_seal_is_found(db_path: Path, t0):
     _fill(db_path, t0)
-    _raw(db_path, "UPDATE audit SET seal = NULL", "DELETE FROM meta WHERE key = 'audit_sealed_from'")
+    _raw(db_path, "DELETE FROM audit_seals", "DELETE FROM meta WHERE key = 'audit_sealed_from'")
     check = _verify(db_path)
     assert not check.ok and "seals were removed" in (check.problem or "")
 
@@ -155,7 +159,7 @@ def test_entries_before_the_seal_are_checked_as_before_and_the_switch_is_recorde
     """A store written before schema 6: its old entries keep their plain chain; sealing starts at the next write."""
     _fill(db_path, t0, n=3)
     # Make it look like a schema-5 store: no seals, no id, no record of a switch.
-    _raw(db_path, "UPDATE audit SET seal = NULL", "DELETE FROM meta WHERE key IN ('store_id', 'audit_sealed_from')")
+    _raw(db_path, "DELETE FROM audit_seals", "DELETE FROM meta WHERE key IN ('store_id', 'audit_sealed_from')")
     for leftover in audit_seal.keys_dir().iterdir():
         leftover.unlink()
     conn = sqlite3.connect(db_path)

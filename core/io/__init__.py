@@ -14,8 +14,6 @@ The record types live in :mod:`memlens.io.records` (re-exported here), which imp
 from __future__ import annotations
 
 import json
-import os
-import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -179,7 +177,7 @@ def export_file(
 
     The file is written next to its destination and moved into place when complete, so a failed export never
     leaves half a file behind. An existing file is replaced unless ``overwrite`` is False (the command line asks
-    for ``--force``; the GUI's file dialog has asked already), and never anything but a regular file (a FIFO, a device, a symbolic link or a folder is refused; see :func:`export_target`).
+    for ``--force``; the GUI's file dialog has asked already), and never anything but a regular file (a FIFO, a device, a symbolic link or a folder is refused; see :func:`memlens.io.destination.export_target`).
     ``progress(done, total)`` counts memories written.
     """
     fmt = format or _tabular_format(path) or "memlens"
@@ -193,26 +191,3 @@ def export_file(
 
     return memlens.io.jsonl.export(store, path, now=now, progress=progress, overwrite=overwrite)
 
-
-def export_target(path: str | Path, *, overwrite: bool) -> Path:
-    """The checked destination of an export: its folder exists, and it is either new or (with ``overwrite``) an
-    existing regular file. Anything else is refused with InvalidInput before a byte is written: renaming the
-    finished export over a FIFO, a device node or a symbolic link would replace that node, which as root can be
-    ``/dev/null`` or a link planted in a shared folder."""
-    target = Path(path).expanduser()
-    if not target.parent.is_dir():
-        raise InvalidInput(f"the folder {target.parent} does not exist")
-    try:
-        st = os.lstat(target)
-    except FileNotFoundError:
-        return target
-    except OSError as exc:
-        raise InvalidInput(f"{target} cannot be checked: {exc.strerror}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InvalidInput(f"{target} is a folder; give the export a file name")
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file (a FIFO, socket or device)"
-        raise InvalidInput(f"{target} is {kind}; an export is only ever written to a regular file")
-    if not overwrite:
-        raise InvalidInput(f"{target} already exists; use --force to replace it")
-    return target

@@ -85,7 +85,7 @@ def export(
     """Write the export of ``store`` to ``path`` (``"-"`` for standard output) and count what was written.
 
     A file is written under a temporary name in the same folder and renamed into place when complete; an existing
-    file is replaced only with ``overwrite`` and only when it is a regular file (:func:`memlens.io.export_target`).
+    file is replaced only with ``overwrite`` and only when it is a regular file (:func:`memlens.io.destination.export_target`).
     """
     counts: Counter[str] = Counter()
     if str(path) == "-":
@@ -94,7 +94,7 @@ def export(
             sys.stdout.write(text)
         sys.stdout.flush()
         return ExportSummary("-", counts["session"], counts["memory"], counts["relation"])
-    from memlens.io import export_target
+    from memlens.io.destination import export_target
 
     target = export_target(path, overwrite=overwrite)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)

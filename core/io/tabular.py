@@ -285,7 +285,7 @@ def export(store: MemoryStore, path: str | Path, *, format: str, progress: Progr
     """Write every latest memory of ``store`` to ``path`` (``"-"``: standard output) as CSV or TSV.
 
     A file is written under a temporary name in the same folder and renamed into place when complete; an existing
-    file is replaced only with ``overwrite`` and only when it is a regular file (:func:`memlens.io.export_target`).
+    file is replaced only with ``overwrite`` and only when it is a regular file (:func:`memlens.io.destination.export_target`).
     ``progress(done, total)`` counts memories written.
     """
     dialect = _dialect(format)
@@ -294,7 +294,7 @@ def export(store: MemoryStore, path: str | Path, *, format: str, progress: Progr
         written = _write(sys.stdout, store, dialect, total, progress)
         sys.stdout.flush()
         return ExportSummary("-", 0, written, 0)
-    from memlens.io import export_target
+    from memlens.io.destination import export_target
 
     target = export_target(path, overwrite=overwrite)
     # Spreadsheet programs read a CSV as UTF-8 only when it starts with a byte-order mark.
@@ -319,7 +319,7 @@ def _write(fh: IO[str], store: MemoryStore, dialect: type[csv.Dialect], total: i
 
 @contextlib.contextmanager
 def _replacing(target: Path, *, encoding: str) -> Iterator[IO[str]]:
-    """A text file that replaces ``target`` (checked by :func:`memlens.io.export_target`) when the block completes,
+    """A text file that replaces ``target`` (checked by :func:`memlens.io.destination.export_target`) when the block completes,
     and vanishes when it fails."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:

@@ -2,7 +2,7 @@
 
 Entries are appended by :meth:`memlens.storage.context.StoreContext.audit` inside the write transaction of the
 change they describe; the log is append-only (triggers refuse updates and deletes), each entry carries the hash of
-the one before, and, from schema 6 on, an HMAC seal keyed by a secret outside the store, with the log's head
+the one before, and, from schema 6 on, an HMAC seal (table ``audit_seals``) keyed by a secret outside the store, with the log's head
 checkpointed outside the store after every write (see :mod:`memlens.storage.audit_seal`). :func:`verify_chain`
 finds an entry altered or missing, a chain recomputed after an edit, a forged entry, a log cut back behind its
 last checkpoint, and index rows (``audit_targets``) that no longer match the entries they index.
@@ -23,7 +23,7 @@ from memlens.errors import InvalidInput
 from memlens.models import utc_from_ts
 from memlens.storage import audit_seal
 from memlens.storage.audit_seal import Checkpoint
-from memlens.storage.context import GENESIS_HASH, MAX_INDEXED_TARGETS, StoreContext, audit_checkpoint, audit_hash, has_seal_column
+from memlens.storage.context import GENESIS_HASH, MAX_INDEXED_TARGETS, StoreContext, audit_checkpoint, audit_hash, has_seal_table
 from memlens.storage.results import AuditCheck, AuditEntry
 from memlens.storage.validation import check_count, check_id, check_key, check_when
 
@@ -54,10 +54,10 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
     prev_hash, prev_seal, prev_id, checked = GENESIS_HASH, None, 0, 0
     first_sealed: int | None = None
     seal_problem: tuple[int, str] | None = None
-    seal_column = "seal" if has_seal_column(conn) else "NULL"
+    seals = "(SELECT seal FROM audit_seals s WHERE s.audit_id = a.id)" if has_seal_table(conn) else "NULL"
     restarted_at: float | None = None
     for entry_id, at, op, actor, targets, details, stored_prev, digest, entry_seal in conn.execute(
-        f"SELECT id, at, operation, actor, target_ids, details, prev_hash, hash, {seal_column} FROM audit ORDER BY id"
+        f"SELECT a.id, a.at, a.operation, a.actor, a.target_ids, a.details, a.prev_hash, a.hash, {seals} FROM audit a ORDER BY a.id"
     ):
         if entry_id == 1 and op == "repair" and entry_seal is not None and '"audit_log_missing":true' in details:
             restarted_at = at  # the doctor began a new log after the table was lost; older checkpoints describe the old one

@@ -2,7 +2,7 @@
 
 The hash chain in the ``audit`` table finds an entry edited or removed by someone who does not bother to recompute
 the hashes after it. Someone who can write the store file can recompute them, drop the newest entries or append an
-entry of their own. Against them the log carries a second chain, an HMAC-SHA256 per entry (the ``seal`` column)
+entry of their own. Against them the log carries a second chain, an HMAC-SHA256 per entry (table ``audit_seals``)
 keyed by a secret that never enters the store, and a checkpoint of the log's head (entry count, head hash, where
 sealing began) signed with the same key and rewritten after every audited write. The key and the checkpoints live
 in one folder, by default ``<user config dir>/memlens/audit-keys`` (``$MEMLENS_KEYS_DIR`` overrides it), the key

@@ -39,7 +39,7 @@ AUDIT_OPERATIONS = (
 MAX_INDEXED_TARGETS = 1000
 #: The meta key set while a forget's erased text may still be in the store's main file or WAL (old page images
 #: that a checkpoint could not yet overwrite because another connection was reading). Any memlens process that
-#: opens, writes or closes the store finishes the erasure and clears it (see :meth:`StoreContext.finish_erasure`).
+#: opens or closes the store finishes the erasure and clears it (see :meth:`StoreContext.finish_erasure`).
 ERASURE_PENDING_KEY = "erasure_pending"
 
 
@@ -85,11 +85,10 @@ def append_audit(
     gets its entry, unsealed: the verifier reports it, since it cannot tell it from a forged one.
     """
     targets = sorted(set(target_ids))
-    if not has_seal_column(conn):
-        # A log table recreated by `doctor --repair` from the first schema's statement lacks the column.
-        conn.execute("ALTER TABLE audit ADD COLUMN seal TEXT")
-    prev = conn.execute("SELECT hash, seal FROM audit ORDER BY id DESC LIMIT 1").fetchone()
-    prev_hash, prev_seal = (prev[0], prev[1]) if prev else (GENESIS_HASH, None)
+    prev = conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    prev_hash = prev[1] if prev else GENESIS_HASH
+    sealable = has_seal_table(conn)
+    prev_seal = seal_of(conn, prev[0]) if prev and sealable else None
     wall = datetime.now(timezone.utc)
     at = ts_from_dt(wall)
     if abs(resolve_now(now) - wall) > CLOCK_TOLERANCE:
@@ -97,17 +96,20 @@ def append_audit(
     details_text = to_json(details)
     targets_text = to_json(targets)
     digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
-    sid = audit_seal.store_id(conn)
+    sid = audit_seal.store_id(conn) if sealable else None
     sealed_from = _meta(conn, "audit_sealed_from")
     key = audit_seal.load_key(sid) if sid else None
     if sid and key is None and sealed_from is None:
         key = audit_seal.create_key(sid)
     entry_seal = audit_seal.seal(key, prev_seal or prev_hash, digest) if key else None
     cur = conn.execute(
-        "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (at, operation, actor, targets_text, details_text, prev_hash, digest, entry_seal),
+        "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (at, operation, actor, targets_text, details_text, prev_hash, digest),
     )
     audit_id = int(cur.lastrowid)
+    if entry_seal:
+        # OR REPLACE: after `doctor --repair` recreated a lost log, ids start again at 1 beside the old seals.
+        conn.execute("INSERT OR REPLACE INTO audit_seals(audit_id, seal) VALUES (?, ?)", (audit_id, entry_seal))
     if entry_seal and (sealed_from is None or prev is None):  # the first sealed entry, or a log restarted by repair
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('audit_sealed_from', ?)", (str(audit_id),))
     if len(targets) <= MAX_INDEXED_TARGETS:
@@ -115,9 +117,15 @@ def append_audit(
     return audit_id
 
 
-def has_seal_column(conn: db.Connection) -> bool:
-    """Whether the audit table has its ``seal`` column (schema 6 on)."""
-    return any(row[1] == "seal" for row in conn.execute("PRAGMA table_info(audit)"))
+def has_seal_table(conn: db.Connection) -> bool:
+    """Whether the store has the ``audit_seals`` table (schema 6 on)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_seals'").fetchone() is not None
+
+
+def seal_of(conn: db.Connection, audit_id: int) -> str | None:
+    """The HMAC seal of one audit entry, or None (written before sealing, or without the key)."""
+    row = conn.execute("SELECT seal FROM audit_seals WHERE audit_id = ?", (audit_id,)).fetchone()
+    return str(row[0]) if row else None
 
 
 def _meta(conn: db.Connection, key: str) -> str | None:
@@ -157,6 +165,7 @@ class StoreContext:
         self.fts_secure = self._read_fts_secure()
         self.settings = self.load_settings()
         self._audited = False
+        self._erasure_done = False
         if not readonly:
             self.finish_erasure(only_if_pending=True)
 
@@ -195,16 +204,16 @@ class StoreContext:
         with self.lock:
             outermost = not self.conn.in_transaction
             with db.transaction(self.conn, self.path) as conn:
+                if outermost and self._erasure_done:
+                    # The erased pages were overwritten since the mark was set; clearing it rides on this write
+                    # (before anything in it could set it again) instead of costing a transaction of its own.
+                    conn.execute("DELETE FROM meta WHERE key = ?", (ERASURE_PENDING_KEY,))
+                    self._erasure_done = False
                 yield conn
-            if outermost:
-                self._after_commit()
-
-    def _after_commit(self) -> None:
-        """Anchor the audit log's new head outside the store, and finish an erasure a reader had held up."""
-        if self._audited:
-            self._audited = False
-            self.save_checkpoint()
-        self.finish_erasure(only_if_pending=True)
+            if outermost and self._audited:
+                # Anchor the audit log's new head outside the store.
+                self._audited = False
+                self.save_checkpoint()
 
     # the audit checkpoint ------------------------------------------------------------------------------------
 
@@ -225,6 +234,8 @@ class StoreContext:
 
     def erasure_pending(self) -> bool:
         """Whether a forget's erased text may still be in the store's main file or WAL (see :data:`ERASURE_PENDING_KEY`)."""
+        if self._erasure_done:
+            return False
         with self.read() as conn:
             return _meta(conn, ERASURE_PENDING_KEY) is not None
 
@@ -247,9 +258,10 @@ class StoreContext:
             return not busy
 
     def finish_erasure(self, *, only_if_pending: bool = False) -> bool:
-        """Finish a pending erasure (WAL copied into the main file, overwriting the old pages, then truncated) and
-        clear its mark; True when nothing is pending any more. With ``only_if_pending`` nothing is checkpointed
-        unless a forget left its mark (after an ordinary write)."""
+        """Overwrite the pages a forget left behind (the WAL copied into the main file, then truncated); True when
+        nothing is pending any more. With ``only_if_pending`` nothing is checkpointed unless a forget left its mark
+        (on open). The mark itself is cleared by this process's next write, or stays until another process's
+        open or close finds the WAL already empty: a stale mark only costs one more checkpoint."""
         if self.readonly or self._conn is None:
             return False
         try:
@@ -258,10 +270,7 @@ class StoreContext:
                 return True
             if not self.truncate_wal():
                 return not pending
-            if pending:
-                with self.write() as conn:
-                    conn.execute("DELETE FROM meta WHERE key = ?", (ERASURE_PENDING_KEY,))
-                self.truncate_wal()  # the mark's own page; it holds no erased text, so a busy answer is fine
+            self._erasure_done = pending
             return True
         except (db.sqlite.Error, MemlensError):
             return False  # locked or read-only: the mark stays for the next process

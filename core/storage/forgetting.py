@@ -184,8 +184,9 @@ class ForgettingRepository:
                 conn.execute(
                     "INSERT OR REPLACE INTO forgotten_sessions(session_id, forgotten_at) VALUES (?, ?)", (drop_session, ts_from_dt(now))
                 )
-            if erased or drop_session:
+            if (erased or drop_session) and purge:
                 # Cleared once the old page images are overwritten (here, or by the next process to get the chance).
+                # A caller that purges later (the sweep, once per run) has the mark set by purge_deleted_terms.
                 conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
             if erased or drop_session:
                 details: dict[str, Any] = {"reason": reason, "content_sha256": hashes, "count": len(erased)}
@@ -288,10 +289,12 @@ class ForgettingRepository:
         delay = 0.02
         while not self.ctx.finish_erasure():
             if time.monotonic() >= deadline:
+                with self.ctx.write() as conn:
+                    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, "checkpoint blocked by a reader"))
                 return (
                     "the erased text is gone from the table and the indexes, but old copies of its pages are still in "
                     f"{self.ctx.path.name} or its -wal file: another connection is reading the store. They are "
-                    "overwritten as soon as that reader ends and any memlens process next opens, writes or closes the store"
+                    "overwritten as soon as that reader ends and any memlens process next opens or closes the store"
                 )
             time.sleep(delay)  # outside the store's lock: this process's other threads carry on meanwhile
             delay = min(delay * 2, 0.25)
