@@ -170,6 +170,12 @@ def backup(source: str | Path, destination: str | Path, *, overwrite: bool = Fal
             source_conn.backup(target, pages=-1)
             memories, audit_entries, audit_head = _describe_copy(target, src, dest)
         except db.sqlite.Error as exc:
+            # A damaged page can only be the source's (the copy is new): name the store, not the backup file.
+            if isinstance(db.classify(exc, src), CorruptDatabaseError):
+                raise CorruptDatabaseError(
+                    f"{src} is damaged ({exc}), so it cannot be backed up whole; nothing was written to {dest}. "
+                    "Run `memlens doctor` on it, or restore an earlier backup"
+                ) from exc
             raise _classified(exc, dest) from exc
         finally:
             target.close()

@@ -101,9 +101,11 @@ class MemlensTools:
             )
             # The answer comes from what the write returned: another process may forget the superseded or the
             # similar memory the moment after, and an error here would make a retrying agent save a duplicate.
-            superseded = None
+            superseded: dict[str, Any] | None = None
             if m.parent_id is not None:
-                superseded = {"id": m.parent_id, "version": m.version - 1, "title": None, "content": None, "similarity": m.supersede_similarity}
+                superseded = {
+                    "id": m.parent_id, "version": m.version - 1, "title": None, "content": None, "similarity": m.supersede_similarity,
+                }
                 old = _still_there(store, m.parent_id)
                 if old is not None:
                     superseded.update(title=old.title, content=old.content)
