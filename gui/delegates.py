@@ -15,6 +15,25 @@ def snippet_html(snippet: str) -> str:
     return out.replace(html.escape(SNIPPET_CLOSE), "</span>")
 
 
+def first_match_visible(snippet: str, font: QtGui.QFont, width: float) -> str:
+    """``snippet`` starting late enough that its first marked match ends within ``width`` pixels in ``font``: the
+    words before it are dropped from the front (shown as "…"), keeping as many of them as fit."""
+    start = snippet.find(SNIPPET_OPEN)
+    end = snippet.find(SNIPPET_CLOSE, start)
+    if start < 0 or end < 0:
+        return snippet
+    plain, bold = QtGui.QFontMetricsF(font), QtGui.QFont(font)
+    bold.setWeight(QtGui.QFont.Weight.DemiBold)
+    match_width = QtGui.QFontMetricsF(bold).horizontalAdvance(snippet[start + len(SNIPPET_OPEN) : end])
+    before = snippet[:start]
+    if plain.horizontalAdvance(before) + match_width <= width:
+        return snippet
+    words = before.split(" ")
+    while words and plain.horizontalAdvance("… " + " ".join(words)) + match_width > width:
+        words.pop(0)
+    return "… " + " ".join(words) + snippet[start:] if words else "…" + snippet[start:]
+
+
 def _draw_cell_without_text(
     delegate: QtWidgets.QStyledItemDelegate,
     painter: QtGui.QPainter,
@@ -75,9 +94,11 @@ class SnippetDelegate(QtWidgets.QStyledItemDelegate):
         doc.setDocumentMargin(0)
         selected = bool(option.state & QtWidgets.QStyle.StateFlag.State_Selected)
         color = option.palette.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text)
+        rect = option.rect.adjusted(4, 0, -4, 0)
+        # A match far into the passage would be cut off at the cell's edge: start the passage closer to it.
+        text = first_match_visible(text, option.font, rect.width())
         doc.setHtml(f"<span style='color:{color.name()}; white-space:nowrap'>{snippet_html(text)}</span>")
         painter.save()
-        rect = option.rect.adjusted(4, 0, -4, 0)
         painter.setClipRect(rect)
         painter.translate(rect.x(), rect.y() + (rect.height() - doc.size().height()) / 2)
         doc.drawContents(painter)

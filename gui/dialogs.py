@@ -294,6 +294,13 @@ class SettingsDialog(QtWidgets.QDialog):
         form = QtWidgets.QFormLayout(box)
         #: The spin box editing each rule setting, by setting key.
         self.rule_settings: dict[str, tuple[rules.RuleSetting, QtWidgets.QSpinBox | QtWidgets.QDoubleSpinBox]] = {}
+        # Sweep-wide, before the rules: no rule touches a memory younger than this.
+        self.grace = self._double("settingsGraceHours", "Grace period (hours)", s.grace_hours, maximum=8760.0)
+        self.grace.setDecimals(1)
+        self.grace.setSingleStep(1.0)
+        self.grace.setSuffix(" h")
+        self.grace.setToolTip("No sweep rule touches a memory younger than this (hours since it was stored)")
+        form.addRow("Grace period", self.grace)
         for rule in rules.RULES:  # read when the dialog opens, so a rule registered later is listed too
             title = QtWidgets.QLabel(f"<b>{html.escape(rule.label)}</b>")
             title.setToolTip(rule.description)
@@ -364,6 +371,8 @@ class SettingsDialog(QtWidgets.QDialog):
             changes["advisory_threshold"] = round(self.advisory.value(), 4)
         if self.advisory.value() > self.supersede.value():
             raise ValueError("The similar-to threshold must not be above the supersede threshold.")
+        if round(self.grace.value(), 4) != round(s.grace_hours, 4):
+            changes["grace_hours"] = round(self.grace.value(), 4)
         for setting, spin in self.rule_settings.values():
             value = round(float(spin.value()), 4)
             if value != round(setting.value(s), 4):

@@ -75,6 +75,35 @@ def is_dark(pal: QtGui.QPalette) -> bool:
     return pal.color(QtGui.QPalette.ColorRole.WindowText).lightness() > pal.color(QtGui.QPalette.ColorRole.Window).lightness()
 
 
+class MemlensStyle(QtWidgets.QProxyStyle):
+    """Fusion, with check box and radio button outlines drawn in a colour that shows on the palette: Fusion darkens
+    the window colour for them, which all but vanishes on a dark window."""
+
+    def drawPrimitive(
+        self, element: QtWidgets.QStyle.PrimitiveElement, option: QtWidgets.QStyleOption, painter: QtGui.QPainter, widget: QtWidgets.QWidget | None = None
+    ) -> None:
+        super().drawPrimitive(element, option, painter, widget)
+        kinds = (QtWidgets.QStyle.PrimitiveElement.PE_IndicatorCheckBox, QtWidgets.QStyle.PrimitiveElement.PE_IndicatorRadioButton)
+        if element not in kinds or not is_dark(option.palette):
+            return
+        painter.save()
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        painter.setPen(QtGui.QPen(indicator_outline(option.palette), 1.0))
+        painter.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+        box = QtCore.QRectF(option.rect).adjusted(0.5, 0.5, -1.5, -1.5)
+        if element == QtWidgets.QStyle.PrimitiveElement.PE_IndicatorRadioButton:
+            painter.drawEllipse(box)
+        else:
+            painter.drawRoundedRect(box, 1.5, 1.5)
+        painter.restore()
+
+
+def indicator_outline(pal: QtGui.QPalette) -> QtGui.QColor:
+    """The outline of check boxes and radio buttons on a dark palette: the placeholder grey, which shows on the
+    window and on the base colours alike."""
+    return pal.color(QtGui.QPalette.ColorRole.PlaceholderText)
+
+
 def apply(app: QtWidgets.QApplication, name: str) -> None:
     """Switch the whole application to theme ``name``: light, dark, or system (follows the desktop's scheme)."""
     if name not in THEMES:
@@ -82,7 +111,8 @@ def apply(app: QtWidgets.QApplication, name: str) -> None:
     if name == "system":
         dark = app.styleHints().colorScheme() == QtCore.Qt.ColorScheme.Dark
         name = "dark" if dark else "light"
-    app.setStyle("Fusion")
+    if not isinstance(app.style(), MemlensStyle):
+        app.setStyle(MemlensStyle("Fusion"))
     app.setPalette(palette(name))
     app.setStyleSheet(icons.style_sheet())
     icons.clear_cache()
