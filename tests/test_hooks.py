@@ -118,7 +118,7 @@ def test_bad_input_is_logged_and_exits_zero(db_path, t0, raw, problem):
     assert send(db_path, raw, now=t0) == 0
     lines = log_lines(db_path)
     assert len(lines) == 1 and problem in lines[0]
-    assert "sk-abcdefghijklmnopqrstuvwx" not in lines[0]  # the input excerpt in the log is redacted
+    assert "sk-abcdefghijklmnopqrstuvwx" not in lines[0]  # the log names the input by size and hash, never its text
     with MemoryStore.open(db_path) as store:
         assert store.count_memories(latest_only=False, include_expired=True) == 0 and store.sessions() == []
 

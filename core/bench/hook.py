@@ -2,7 +2,9 @@
 
 Runs the hook command ``N`` times on a realistic PostToolUse event (a Bash call) against a temporary store, and
 ``python -c pass`` as often, and prints both medians and their ratio. The hook runs as an agent runs it: a new
-process each time, through the ``memlens`` console script when it sits next to this interpreter.
+process each time, through the ``memlens`` console script when it sits next to this interpreter. To show where the
+rest goes, it also times ``python -c "import memlens.store"`` (the store the hook writes through, imported and
+nothing else); ``python -X importtime -m memlens hook < event.json`` names each module's share.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 EVENT = {
@@ -35,15 +37,22 @@ def hook_command(store: Path) -> list[str]:
     return [*base, "--db", str(store), "hook"]
 
 
-def median_seconds(command: Sequence[str], runs: int, stdin: bytes = b"") -> float:
-    """The median wall time of ``runs`` runs of ``command`` (a new process each), fed ``stdin``."""
-    times: list[float] = []
+def run_seconds(command: Sequence[str], stdin: bytes = b"") -> float:
+    """The wall time of one run of ``command`` (a new process), fed ``stdin``."""
+    started = time.perf_counter()
+    subprocess.run(command, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def median_seconds(commands: Mapping[str, Sequence[str]], runs: int, stdin: Mapping[str, bytes]) -> dict[str, float]:
+    """The median wall time of ``runs`` runs of each command, taken in turns (one of each per round), so a machine
+    that gets busier or quieter halfway weighs on every command alike."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(runs):
-        data = stdin.replace(b"bench-session", f"bench-session-{i}".encode()) if stdin else stdin
-        started = time.perf_counter()
-        subprocess.run(command, input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for name, command in commands.items():
+            data = stdin.get(name, b"").replace(b"bench-session", f"bench-session-{i}".encode())
+            times[name].append(run_seconds(command, data))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,15 +63,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="memlens-hook-bench-"))
     try:
         store = folder / "memory.db"
-        command = hook_command(store)
+        commands = {
+            "hook": hook_command(store),
+            "pass": [sys.executable, "-c", "pass"],
+            "store": [sys.executable, "-c", "import memlens.store"],
+        }
         payload = json.dumps(EVENT).encode()
-        median_seconds(command, 1, payload)  # creates the store: the first run of a real agent is not what it waits on
-        hook = median_seconds(command, args.runs, payload)
-        baseline = median_seconds([sys.executable, "-c", "pass"], args.runs)
+        run_seconds(commands["hook"], payload)  # creates the store: the first run of a real agent is not what it waits on
+        medians = median_seconds(commands, args.runs, {"hook": payload})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"memlens hook      median {hook * 1000:7.1f} ms over {args.runs} runs ({' '.join(command[:1])} ... hook)")
+    hook, baseline = medians["hook"], medians["pass"]
+    print(f"memlens hook      median {hook * 1000:7.1f} ms over {args.runs} runs ({commands['hook'][0]} ... hook)")
     print(f"python -c pass    median {baseline * 1000:7.1f} ms over {args.runs} runs")
+    print(f"import the store  median {medians['store'] * 1000:7.1f} ms over {args.runs} runs (python -c 'import memlens.store')")
     print(f"ratio             {hook / baseline:7.2f}x")
     return 0
 
