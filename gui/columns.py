@@ -76,14 +76,13 @@ def _score(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
     return "" if r.score is None else f"{r.score:.3f}"
 
 
-#: How the Sweep column names a decision's action.
-SWEEP_ACTIONS = {"forget": "forget", "archive": "archive", "mark_not_latest": "old version"}
 _RULE_ORDER = {name: i for i, name in enumerate(rules.names())}
 
 
 def _sweep(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
+    """The rule that takes it (short: the column is narrow; the tooltip says what happens and why)."""
     d = r.sweep
-    return "" if d is None else f"{SWEEP_ACTIONS.get(d.action, d.action)}: {d.rule.replace('_', ' ')}"
+    return "" if d is None else "TTL" if d.rule == "ttl" else d.rule.replace("_", " ")
 
 
 def _sweep_reason(r: MemoryRow, _n: datetime, _c: DecayConfig) -> str:
@@ -146,7 +145,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("expires", "Expires", "forget_after", "When its TTL runs out", _expires, lambda r, _n, _c: r.memory.forget_after or _FAR, width=76),
     Column(
         "sweep", "Sweep", "", "What the next sweep would do with it (the same plan as Lifecycle > Preview Next Sweep); "
-        "hover a cell for the rule's reason", _sweep, _sweep_sort, width=96, hover=_sweep_reason,
+        "hover a cell for the rule's reason", _sweep, _sweep_sort, width=64, hover=_sweep_reason,
     ),
 )
 COLUMN_INDEX = {c.key: i for i, c in enumerate(COLUMNS)}

@@ -307,6 +307,8 @@ class MemoryTableModel(LazyTableModel):
         if role == R.DecorationRole and key == "title" and m.pinned:
             return self.pin_icon
         if role == R.ForegroundRole:
+            if key == "sweep" and row.sweep is not None:
+                return QtGui.QBrush(QtGui.QGuiApplication.palette().color(QtGui.QPalette.ColorRole.BrightText))
             if not m.is_latest or m.is_expired(now):
                 return QtGui.QBrush(self._palette_dim)
             return None

@@ -131,7 +131,7 @@ def test_sweep_column_marks_exactly_what_the_preview_lists(qtbot, make_window, m
     assert not window.table.horizontalHeader().isSectionHidden(column)
     for decision in (d for d in preview.decisions if d.memory_id in listed):
         index = window.model.index(window.model.row_of(decision.memory_id), column)
-        assert index.data() == f"forget: {decision.rule}"
+        assert index.data() == ("TTL" if decision.rule == "ttl" else decision.rule)
         assert decision.reason in index.data(QtCore.Qt.ItemDataRole.ToolTipRole)
     unmarked = next(i for i in window.model.ids() if i not in window.model.sweep_plan)
     assert window.model.index(window.model.row_of(unmarked), column).data() == ""
