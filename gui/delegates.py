@@ -62,8 +62,9 @@ class StrengthDelegate(QtWidgets.QStyledItemDelegate):
             return
         _draw_cell_without_text(self, painter, option, index)
         rect = option.rect.adjusted(4, 6, -4, -6)
-        text_width = 34
-        bar = QtCore.QRectF(rect.x(), rect.y(), max(10, rect.width() - text_width - 4), rect.height())
+        # A squeezed column keeps the bar and drops the number (the tooltip still gives it).
+        text_width = 34 if rect.width() >= 70 else 0
+        bar = QtCore.QRectF(rect.x(), rect.y(), max(10, rect.width() - text_width - (4 if text_width else 0)), rect.height())
         painter.save()
         painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
         pal = option.palette
@@ -73,6 +74,9 @@ class StrengthDelegate(QtWidgets.QStyledItemDelegate):
         color = QtGui.QColor("#c0392b") if value < self.threshold else QtGui.QColor("#2e9d5b") if value >= 0.5 else QtGui.QColor("#d9a20d")
         painter.setBrush(color)
         painter.drawRoundedRect(QtCore.QRectF(bar.x(), bar.y(), bar.width() * max(0.0, min(1.0, value)), bar.height()), 3, 3)
+        if not text_width:
+            painter.restore()
+            return
         selected = bool(option.state & QtWidgets.QStyle.StateFlag.State_Selected)
         painter.setPen(pal.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text))
         text_rect = QtCore.QRectF(bar.right() + 4, option.rect.y(), text_width, option.rect.height())

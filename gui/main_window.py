@@ -56,6 +56,8 @@ SEARCH_DEBOUNCE_MS = 300
 EDIT_TIP = "Edit importance, tags, pinning, project and TTL"
 
 
+#: The narrowest a table column other than the title gets in a narrow window (pixels).
+NARROWEST_COLUMN = 40
 #: The detail pane's starting width (it keeps it: the table's text column takes what the window gains).
 DETAIL_WIDTH = 310
 
@@ -1061,13 +1063,24 @@ class MainWindow(QtWidgets.QMainWindow):
         total, widest = sum(wanted.values()), max(wanted.values())
         scale = min(1.0, (available - 24) / (total + widest), (available * 2 / 3) / total)
         fm = header.fontMetrics()
+        sizes: dict[int, int] = {}
+        for i, width in wanted.items():
+            floor = fm.horizontalAdvance(str(COLUMNS[i].header)) + 14
+            if COLUMNS[i].key == "id":
+                floor = max(floor, self._id_width)  # ids of 7 digits stay whole
+            sizes[i] = max(floor, int(width * scale))
+        # Too many columns for their headers (a search over all layers at 1024 px): rather than squeeze the title
+        # to nothing and scroll sideways, the others go below their header's width (it is elided), ids excepted.
+        excess = sum(sizes.values()) - int(available * 2 / 3)
+        soft = {i: w - NARROWEST_COLUMN for i, w in sizes.items() if COLUMNS[i].key != "id" and w > NARROWEST_COLUMN}
+        if excess > 0 and soft:
+            share = min(1.0, excess / sum(soft.values()))
+            for i, spare in soft.items():
+                sizes[i] -= int(spare * share)
         self._fitting = True
         try:
-            for i, width in wanted.items():
-                floor = fm.horizontalAdvance(str(COLUMNS[i].header)) + 14
-                if COLUMNS[i].key == "id":
-                    floor = max(floor, self._id_width)  # ids of 7 digits stay whole
-                header.resizeSection(i, max(floor, int(width * scale)))
+            for i, width in sizes.items():
+                header.resizeSection(i, width)
         finally:
             self._fitting = False
 

@@ -94,3 +94,30 @@ def test_the_first_match_of_a_long_snippet_is_inside_the_cell(qapp):
     assert "word39" in shown
     short = f"the {SNIPPET_OPEN}kubernetes{SNIPPET_CLOSE} cluster"
     assert first_match_visible(short, font, width) == short
+
+
+def test_a_search_over_all_layers_fits_a_1024_window(qtbot, tmp_path: Path):
+    from memlens.demo import generate
+    from memlens.gui.columns import COLUMNS
+
+    path = tmp_path / "demo" / "memory.db"
+    with MemoryStore.open(path, actor="demo") as store:
+        generate(store, now=NOW, days=21, seed=7)
+    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
+    window = MainWindow(settings, clock=lambda: NOW)
+    qtbot.addWidget(window)
+    window.resize(1024, 700)
+    window.show()
+    with qtbot.waitSignal(window.store_opened, timeout=15000):
+        window.open_store(path, create=False)
+    qtbot.waitUntil(window.is_idle, timeout=15000)
+    window.sidebar.select("all")
+    window.search_box.setText("staging deploy")
+    window.apply_query()
+    qtbot.waitUntil(lambda: window.is_idle() and window.model.rowCount() > 0, timeout=15000)
+    header = window.table.horizontalHeader()
+    widths = {c.key: header.sectionSize(i) for i, c in enumerate(COLUMNS) if not header.isSectionHidden(i)}
+    assert {"score", "layer", "sweep"} <= widths.keys()
+    assert window.table.horizontalScrollBar().maximum() == 0  # no sideways scrolling
+    assert widths["title"] > max(w for k, w in widths.items() if k != "title")
+    window.close()
