@@ -170,7 +170,13 @@ class Sidebar(QtWidgets.QWidget):
         """Show the latest, unexpired memories per layer."""
         for layer in LAYERS:
             self.items[layer].setText(1, f"{counts.get(layer, 0):,}")
-        self.items["all"].setText(1, f"{sum(counts.get(layer, 0) for layer in LAYERS):,}")
+        total = f"{sum(counts.get(layer, 0) for layer in LAYERS):,}"
+        self.items["all"].setText(1, total)
+        # Room for the longest label beside the longest count: a big store's "197,998" squeezed them to "All me…".
+        metrics = self.tree.fontMetrics()
+        wanted = metrics.horizontalAdvance("All memories") + metrics.horizontalAdvance(total) + 72
+        if wanted > self.minimumWidth():
+            self.setMinimumWidth(wanted)
 
     def count_text(self, key: str) -> str:
         """The count shown beside a view."""

@@ -121,3 +121,14 @@ def test_a_search_over_all_layers_fits_a_1024_window(qtbot, tmp_path: Path):
     assert window.table.horizontalScrollBar().maximum() == 0  # no sideways scrolling
     assert widths["title"] > max(w for k, w in widths.items() if k != "title")
     window.close()
+
+
+def test_sidebar_makes_room_for_a_big_stores_counts(qtbot):
+    from memlens.gui.main_window import Sidebar
+
+    sidebar = Sidebar()
+    qtbot.addWidget(sidebar)
+    sidebar.set_counts({"working": 0, "episodic": 9736, "semantic": 158568, "procedural": 29694})
+    metrics = sidebar.tree.fontMetrics()
+    assert sidebar.count_text("all") == "197,998"
+    assert sidebar.minimumWidth() >= metrics.horizontalAdvance("All memories") + metrics.horizontalAdvance("197,998") + 40
