@@ -352,9 +352,14 @@ def check_pages(conn: Connection) -> str | None:
     return None
 
 
+def damage_of(conn: Connection) -> str | None:
+    """What the check on open found wrong with ``conn``'s store (see :func:`check_pages`), or None."""
+    return getattr(conn, "_memlens_damage", None) or None
+
+
 def refuse_writes_if_damaged(conn: Connection, path: Path | str) -> None:
     """Raise CorruptDatabaseError when ``conn``'s store was found damaged on open (see :func:`check_pages`)."""
-    damage = getattr(conn, "_memlens_damage", None)
+    damage = damage_of(conn)
     if damage:
         raise CorruptDatabaseError(
             f"{path} is damaged ({damage}); memlens will not write into it (reading still works where the damage "

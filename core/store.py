@@ -13,32 +13,33 @@ import math
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memlens import db, decay
 from memlens.config import StoreSettings, default_store_path
 from memlens.errors import InvalidInput
-from memlens.io.records import ImportBatch, ImportSummary, Progress
 from memlens.models import Layer, Memory, Origin, ts_from_dt
-from memlens.storage.audit import AuditRepository
 from memlens.storage.context import StoreContext, content_hash, resolve_now, to_json
 from memlens.storage.filters import MemoryFilter, filter_sql, resolve_filter
-from memlens.storage.forgetting import ForgettingRepository
 from memlens.storage.memories import MemoryRepository
 from memlens.storage.results import AuditCheck, AuditEntry, ForgetResult, Hit, Relation, Session, SupersedePreview
-from memlens.storage.search import SearchRepository
 from memlens.storage.sessions import SessionRepository
-from memlens.storage.transfer import TransferRepository
 from memlens.storage.validation import LAYERS, check_id, json_safe
-from memlens.storage.vectors import VectorRepository
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from memlens.consolidate import ConsolidationReport
     from memlens.embeddings import EmbeddingClient
+    from memlens.io.records import ImportBatch, ImportSummary, Progress
     from memlens.llm import LLMConfig
+    from memlens.storage.audit import AuditRepository
+    from memlens.storage.forgetting import ForgettingRepository
+    from memlens.storage.search import SearchRepository
+    from memlens.storage.transfer import TransferRepository
+    from memlens.storage.vectors import VectorRepository
     from memlens.sweep import SweepReport
 
 __all__ = [
@@ -78,17 +79,50 @@ class MemoryStore:
     def __init__(self, conn: db.Connection, path: Path, *, readonly: bool = False, actor: str = "api") -> None:
         self.ctx = StoreContext(conn, path, readonly=readonly, actor=actor)
         self.memories = MemoryRepository(self.ctx)
-        #: Listings, counts and ranked search (:class:`memlens.storage.search.SearchRepository`); the store's
-        #: ``list_memories``, ``list_ids``, ``count_memories`` and ``search`` hand their work to it.
-        self.finder = SearchRepository(self.ctx)
         self.session_log = SessionRepository(self.ctx)
-        self.forgetting = ForgettingRepository(self.ctx, self.memories, self.session_log)
-        self.audit_log = AuditRepository(self.ctx)
-        self.vectors = VectorRepository(self.ctx)
-        self.transfer = TransferRepository(self.ctx, self.memories, self.forgetting)
         self.path = path
         self.readonly = readonly
         self.actor = actor
+
+    # The other repositories are made, and their modules imported, on first use: an agent's hook opens a store on
+    # every tool call to write one observation and must not pay for search, erasure, import and export. They hold
+    # no state of their own, so two threads racing to the first use at worst build one twice.
+
+    @cached_property
+    def finder(self) -> SearchRepository:
+        """Listings, counts and ranked search; the store's ``list_memories``, ``list_ids``, ``count_memories`` and
+        ``search`` hand their work to it."""
+        from memlens.storage.search import SearchRepository
+
+        return SearchRepository(self.ctx)
+
+    @cached_property
+    def forgetting(self) -> ForgettingRepository:
+        """Erasing memories and sessions, and the tombstones they leave."""
+        from memlens.storage.forgetting import ForgettingRepository
+
+        return ForgettingRepository(self.ctx, self.memories, self.session_log)
+
+    @cached_property
+    def audit_log(self) -> AuditRepository:
+        """Reading, recording and verifying the audit log."""
+        from memlens.storage.audit import AuditRepository
+
+        return AuditRepository(self.ctx)
+
+    @cached_property
+    def vectors(self) -> VectorRepository:
+        """Stored embeddings."""
+        from memlens.storage.vectors import VectorRepository
+
+        return VectorRepository(self.ctx)
+
+    @cached_property
+    def transfer(self) -> TransferRepository:
+        """Import and export."""
+        from memlens.storage.transfer import TransferRepository
+
+        return TransferRepository(self.ctx, self.memories, self.forgetting)
 
     # lifecycle of the object ---------------------------------------------------------------------------------
 
@@ -130,6 +164,11 @@ class MemoryStore:
     def settings(self) -> StoreSettings:
         """The engine's rules for this store (thresholds, decay rates), shared by every process using it."""
         return self.ctx.settings
+
+    @property
+    def damage(self) -> str | None:
+        """What the check on open found wrong with the file's pages (writes are then refused), or None."""
+        return db.damage_of(self.ctx.conn)
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits a change (for live views)."""

@@ -55,8 +55,9 @@ def run(db_path: Path, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[
 
 def test_writes_into_a_damaged_store_are_refused_and_reads_still_work(damaged: Path, capsys: pytest.CaptureFixture[str]):
     before = digest(damaged)
-    code, out, _err = run(damaged, "stats", capsys=capsys)
+    code, out, err = run(damaged, "stats", capsys=capsys)
     assert code == 0 and "semantic" in out
+    assert err.startswith(f"memlens: warning: {damaged} is damaged") and "answers may be incomplete" in err, err
     code, out, _err = run(damaged, "search", "memory number 41", capsys=capsys)
     assert code == 0 and "#42" in out
     code, _out, err = run(damaged, "remember", "written after the damage", capsys=capsys)

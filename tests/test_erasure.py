@@ -159,3 +159,17 @@ def test_nothing_of_it_in_the_side_files_after_close(db_path: Path, t0, gone: st
     side = Path(f"{db_path}-{gone}")
     assert not side.exists() or NEEDLE not in side.read_bytes()
     assert NEEDLE not in db_path.read_bytes()
+
+
+def test_the_cli_says_in_words_what_is_not_yet_erased(db_path: Path, t0, monkeypatch, capsys):
+    monkeypatch.setattr(forgetting, "ERASURE_WAIT_SECONDS", 0.2)
+    with MemoryStore.open(db_path) as store:
+        m = store.remember(SECRET, now=t0)
+    proc = _reader(db_path)
+    try:
+        assert main(["--db", str(db_path), "forget", "--id", str(m.id)]) == 0
+        out = capsys.readouterr().out
+        _let_go(proc)
+        assert out.startswith("erased 1 memory\n") and "not yet gone from the file:" in out and "another connection is reading" in out, out
+    finally:
+        _finish(proc)

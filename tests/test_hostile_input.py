@@ -609,3 +609,17 @@ def test_agentmemory_import_refuses_edge_values_in_one_line(seeded: MemoryStore,
     file = tmp_path / "agentmemory.json"
     file.write_text(_agentmemory_export(version, created, deep), encoding="utf-8")
     assert_import_is_clean(seeded, db_path, file)
+
+
+def test_the_python_api_and_spreadsheets_bound_times_like_every_other_input(tmp_path: Path):
+    """A ``now`` or a spreadsheet date near year 9999 once reached date arithmetic and overflowed (OverflowError)."""
+    from memlens.io import import_file
+
+    with MemoryStore.open(tmp_path / "m.db") as store:
+        with pytest.raises(MemlensError, match="now must be between"):
+            store.remember("a note from the far future", now=datetime(9999, 12, 31, tzinfo=timezone.utc), ttl_days=365000)
+        sheet = tmp_path / "dates.csv"
+        sheet.write_text("content,created_at\nhello from the end of time,9999-12-31\n", encoding="utf-8")
+        with pytest.raises(MemlensError, match="line 2: created_at must be between"):
+            import_file(store, sheet)
+        assert store.count_memories() == 0

@@ -10,6 +10,7 @@ import argparse
 import difflib
 import json
 import re
+import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -161,7 +162,16 @@ def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool 
     change a file, and say the store does not exist instead."""
     from memlens.store import MemoryStore
 
-    return MemoryStore.open(store_path(args), create=create, readonly=readonly, actor="cli")
+    store = MemoryStore.open(store_path(args), create=create, readonly=readonly, actor="cli")
+    if store.damage and (readonly or not create):
+        # A reading command still answers what it can from a damaged store; say so, so nobody trusts a partial
+        # answer blindly. (A writing command is refused with its own message.)
+        print(
+            f"memlens: warning: {store.path} is damaged ({store.damage}); answers may be incomplete and writes are refused. "
+            "Run `memlens doctor`, and restore a backup",
+            file=sys.stderr,
+        )
+    return store
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> None:

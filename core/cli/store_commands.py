@@ -342,7 +342,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
         else:
             result = store.forget_matching(args.query, reason=args.reason, project=args.project, now=now)
     restored = f"; #{', #'.join(map(str, result.restored_latest))} is latest again" if result.restored_latest else ""
-    emit(args, result.to_dict(), f"erased {len(result.erased)} memories{restored}")
+    # Said in words too: a reader holding old pages open can delay the last step of erasure (see forgetting.py).
+    pending = f"\nnot yet gone from the file: {result.pending_erasure}" if result.pending_erasure else ""
+    emit(args, result.to_dict(), f"erased {len(result.erased)} {'memory' if len(result.erased) == 1 else 'memories'}{restored}{pending}")
     return 0
 
 

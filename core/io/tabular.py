@@ -52,6 +52,7 @@ from memlens.decay import cold_start_importance
 from memlens.errors import InvalidInput
 from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress
 from memlens.models import DEFAULT_LAYER_FOR_TYPE, Layer, Memory
+from memlens.storage.validation import MAX_EXPIRY, MAX_TIME, check_time
 
 if TYPE_CHECKING:
     from memlens.store import MemoryStore
@@ -183,7 +184,7 @@ def _record(row: Mapping[str, str], *, by_id: bool, now: datetime) -> MemoryReco
     if not content:
         raise InvalidInput("content is empty")
     created = _when(row, "created_at") or now
-    forget_after = _when(row, "forget_after")
+    forget_after = _when(row, "forget_after", latest=MAX_EXPIRY)
     if "ttl_days" in row:
         if forget_after is not None:
             raise InvalidInput("give forget_after or ttl_days, not both")
@@ -258,14 +259,15 @@ def _flag(row: Mapping[str, str], name: str) -> bool:
     raise InvalidInput(f"{name} must be true or false (yes/no, 1/0), not {row[name]!r}")
 
 
-def _when(row: Mapping[str, str], name: str) -> datetime | None:
+def _when(row: Mapping[str, str], name: str, *, latest: datetime = MAX_TIME) -> datetime | None:
     if name not in row:
         return None
     try:
         when = datetime.fromisoformat(row[name])
     except ValueError:
         raise InvalidInput(f"{name} must be a date or time in ISO 8601 (2026-05-01 or 2026-05-01T14:30), not {row[name]!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    # The same bounds as every other import: a year-9999 date would overflow the moment anything adds to it.
+    return check_time(when if when.tzinfo else when.replace(tzinfo=timezone.utc), name, latest=latest)
 
 
 # --- writing ---------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from memlens.config import StoreSettings
 from memlens.errors import InvalidInput, MemlensError
 from memlens.models import ts_from_dt
 from memlens.storage import audit_seal
+from memlens.storage.validation import check_time
 
 #: The hash an audit chain starts from.
 GENESIS_HASH = "0" * 64
@@ -51,6 +52,7 @@ def resolve_now(now: datetime | None) -> datetime:
         raise InvalidInput(f"now must be a timezone-aware datetime, not {type(now).__name__}")
     if now.tzinfo is None:
         raise InvalidInput("now must be a timezone-aware datetime (for example datetime.now(timezone.utc))")
+    check_time(now, "now")  # the same bounds as every input: dates near year 1 or 9999 overflow in arithmetic
     return now
 
 
