@@ -155,7 +155,7 @@ def table(results: dict[str, Any]) -> str:
         "import": ["size", "remember_many/s", "raw executemany/s", "ratio", "s per 1M"],
         "supersede": ["size", "remember p50", "p95", "find_best p50", "brute-force scan p50", "speedup", "agreement"],
         "search": ["size", "search p50", "p95", "raw FTS5 OR p50", "p95", "raw/search"],
-        "sweep": ["size", "due", "find due (dry run) p50", "apply: due", "apply s", "ms/memory", "first sweep s"],
+        "sweep": ["size", "due", "find due (dry run) p50", "apply: due", "apply s", "baseline s", "ms/memory", "first sweep s"],
         "forget": ["size", "forget p50", "p95", "plain DELETE p50", "secure-delete"],
         "storage": ["size", "file MB", "bytes/memory", "text bytes/memory", "ratio"],
         "gui": ["size", "open to first rows", "scroll to end", "peak RSS MB"],
@@ -177,7 +177,8 @@ def table(results: dict[str, Any]) -> str:
         if "sweep" in by:
             s = by["sweep"]
             rows.setdefault("sweep", []).append([n, f"{s['due_at_60_days']:,} ({s['due_share']:.1%})", _f(s["find_due_dry_run"]["p50_ms"], " ms"),
-                                                 _f(s["apply"]["due"]), _f(s["apply"]["seconds"], " s"), _f(s["apply"]["ms_per_memory"], " ms"), _f(s["first_sweep_s"], " s")])
+                                                 _f(s["apply"]["due"]), _f(s["apply"]["seconds"], " s"), _f(s["apply"].get("baseline_seconds"), " s"),
+                                                 _f(s["apply"]["ms_per_memory"], " ms"), _f(s["first_sweep_s"], " s")])
         if "forget" in by:
             f = by["forget"]
             rows.setdefault("forget", []).append([n, _f(f["forget"]["p50_ms"], " ms"), _f(f["forget"]["p95_ms"], " ms"), _f(f["plain_delete"]["p50_ms"], " ms"), str(f["fts_secure_delete"])])
