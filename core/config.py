@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from memlens.decay import DecayConfig
 
 ENV_DB = "MEMLENS_DB"
@@ -26,6 +24,8 @@ def default_store_path() -> Path:
     env = os.environ.get(ENV_DB)
     if env:
         return Path(env).expanduser()
+    import platformdirs  # here, not at the top: most commands are given a store and never need it
+
     return Path(platformdirs.user_data_dir("memlens", appauthor=False)) / "memory.db"
 
 

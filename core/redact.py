@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 #: Text that redaction put there; a rule never redacts it again.
@@ -76,9 +77,16 @@ class _Rule:
     readable), else the whole match. ``accept`` may turn a match down (a placeholder, a plain word)."""
 
     name: str
-    pattern: re.Pattern[str]
+    regex: str
+    flags: int
     keywords: tuple[str, ...]
     accept: Callable[[re.Match[str]], bool] | None = None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled regex. Compiled on first use, not at import: ``memlens hook`` runs on every tool call of an
+        agent, and most texts hold the keywords of few rules or none (compiling them all costs milliseconds)."""
+        return re.compile(self.regex, self.flags)
 
 
 def _plain_word(value: str) -> bool:
@@ -122,7 +130,7 @@ def _stated_value(match: re.Match[str]) -> bool:
 
 def _rule(name: str, regex: str, keywords: tuple[str, ...], flags: int = 0, accept: Callable[[re.Match[str]], bool] | None = None) -> _Rule:
     # re.A: case-insensitive matching stays ASCII, so a keyword found in text.lower() is all a match can contain.
-    return _Rule(name, re.compile(regex, flags | re.A), keywords, accept)
+    return _Rule(name, regex, flags | re.A, keywords, accept)
 
 
 #: Where a value ends when it is not quoted.

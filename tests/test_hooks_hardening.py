@@ -247,11 +247,14 @@ def test_hook_help_is_printed(tmp_path: Path):
     assert done.returncode == 0 and "--event" in done.stdout
 
 
-#: Modules a hook does not need: numpy and the HTTP stack (embeddings), the MCP SDK, the full command line.
+#: Modules a hook does not need: numpy and the HTTP stack (embeddings), the MCP SDK, the full command line, and
+#: the store's repositories an observation does not write through (with what they import: logging, traceback).
 HEAVY = (
     "numpy", "http.client", "email", "urllib.request", "ssl", "memlens.embeddings", "memlens.http_json", "mcp", "pydantic",
     "importlib.metadata", "argparse", "difflib", "memlens.cli.common", "memlens.cli.agent_commands", "memlens.consolidate",
-    "memlens.sweep", "memlens.llm", "memlens.io.agentmemory",
+    "memlens.sweep", "memlens.llm", "memlens.io.agentmemory", "memlens.storage.search", "memlens.storage.forgetting",
+    "memlens.storage.transfer", "memlens.storage.vectors", "memlens.storage.audit", "memlens.io", "memlens.io.records",
+    "logging", "traceback", "heapq",
 )  # fmt: skip
 
 

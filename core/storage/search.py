@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
 
     from memlens.embeddings import EmbeddingClient
 
-log = logging.getLogger(__name__)
 
 #: ``order_by`` values of :meth:`SearchRepository.list_memories` and the columns they sort on.
 SORTABLE: dict[str, str] = {
@@ -527,7 +525,9 @@ def _query_vector(query: str, embedder: EmbeddingClient | None) -> tuple[str, np
         if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] < 1:
             raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for one query")
     except EmbeddingError as exc:
-        log.warning("memlens: semantic search skipped, bm25 only: %s", exc)
+        import logging  # here, not at the top: logging and traceback cost every command that opens a store
+
+        logging.getLogger(__name__).warning("memlens: semantic search skipped, bm25 only: %s", exc)
         return None
     probe = vectors[0].astype(np.float32)
     norm = float(np.linalg.norm(probe))
