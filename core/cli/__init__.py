@@ -100,10 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     fast = hook_fast_path(argv)
     if fast is not None:
         return fast
-    from memlens.cli.common import UsageError, store_path
+    from memlens.cli.common import UsageError, discard_warnings, print_warnings, store_path
     from memlens.errors import InvalidInput, MemlensError
 
     args: argparse.Namespace | None = None
+    discard_warnings()  # left by an earlier call in this process that failed
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -116,7 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         handler: Handler = args.handler
-        return handler(args)
+        code = handler(args)
+        if code == 0:
+            print_warnings()  # after the answer, and only with one: a failure's own message says enough
+        return code
     except UsageError as exc:
         print(f"memlens: {exc} (see memlens --help)", file=sys.stderr)
         return 2

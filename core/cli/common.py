@@ -163,15 +163,30 @@ def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool 
     from memlens.store import MemoryStore
 
     store = MemoryStore.open(store_path(args), create=create, readonly=readonly, actor="cli")
-    if store.damage and (readonly or not create):
+    if store.damage:
         # A reading command still answers what it can from a damaged store; say so, so nobody trusts a partial
-        # answer blindly. (A writing command is refused with its own message.)
-        print(
+        # answer blindly. (A command that fails says why in its own message; the warning is printed only after an
+        # answer, see print_warnings.)
+        _warnings.append(
             f"memlens: warning: {store.path} is damaged ({store.damage}); answers may be incomplete and writes are refused. "
-            "Run `memlens doctor`, and restore a backup",
-            file=sys.stderr,
+            "Run `memlens doctor`, and restore a backup"
         )
     return store
+
+
+_warnings: list[str] = []
+
+
+def print_warnings() -> None:
+    """Print, on stderr, the warnings commands left for after their answer (each once)."""
+    for line in dict.fromkeys(_warnings):
+        print(line, file=sys.stderr)
+    discard_warnings()
+
+
+def discard_warnings() -> None:
+    """Forget the warnings left for after an answer that never came."""
+    _warnings.clear()
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> None:
