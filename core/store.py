@@ -10,19 +10,19 @@ per logical change; every time-dependent call takes ``now`` (an aware datetime; 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from memlens import db, decay
 from memlens.config import StoreSettings, default_store_path
 from memlens.errors import InvalidInput
 from memlens.models import Layer, Memory, Origin, ts_from_dt
 from memlens.storage.context import StoreContext, content_hash, resolve_now, to_json
-from memlens.storage.filters import MemoryFilter, filter_sql, resolve_filter
+from memlens.storage.filters import FilterKeywords, MemoryFilter, filter_sql, resolve_filter
 from memlens.storage.memories import MemoryRepository
 from memlens.storage.results import AuditCheck, AuditEntry, ForgetResult, Hit, Relation, Session, SupersedePreview
 from memlens.storage.sessions import SessionRepository
@@ -346,56 +346,32 @@ class MemoryStore:
     def list_memories(
         self,
         *,
-        layers: Collection[str] | None = None,
-        types: Collection[str] | None = None,
-        project: str | None = None,
-        session_id: str | None = None,
-        tags: Collection[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        latest_only: bool = True,
-        include_expired: bool = False,
-        pinned: bool | None = None,
-        expiring_before: datetime | None = None,
         filter: MemoryFilter | None = None,
         order_by: str = "created_at",
         descending: bool = True,
         offset: int = 0,
         limit: int = 100,
         now: datetime | None = None,
+        **filters: Unpack[FilterKeywords],
     ) -> list[Memory]:
         """A page of memories matching the filters, ordered by ``order_by`` (a column name), never all at once.
 
-        The filter keywords, or one ``filter=MemoryFilter(...)`` instead of them (``latest_only=False`` is
-        ``include_superseded=True`` there).
+        Which memories: the filter keywords (:class:`~memlens.storage.filters.FilterKeywords`: ``layers``,
+        ``types``, ``project``, ``session_id``, ``tags``, ``since``, ``until``, ``pinned``, ``expiring_before``,
+        ``include_superseded`` or ``latest_only``, ``include_expired``), or one ``filter=MemoryFilter(...)`` instead
+        of them. By default the latest version of every unexpired memory.
         """
-        chosen = resolve_filter(
-            filter,
-            MemoryFilter(
-                layers=layers or (), types=types or (), project=project, session_id=session_id, tags=tags or (), since=since, until=until,
-                pinned=pinned, expiring_before=expiring_before, include_superseded=not latest_only, include_expired=include_expired,
-            ),
-        )
+        chosen = resolve_filter(filter, filters)
         return self.finder.list_memories(chosen, order_by=order_by, descending=descending, offset=offset, limit=limit, now=now)
 
     def list_ids(
         self,
         *,
-        layers: Collection[str] | None = None,
-        types: Collection[str] | None = None,
-        project: str | None = None,
-        session_id: str | None = None,
-        tags: Collection[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        latest_only: bool = True,
-        include_expired: bool = False,
-        pinned: bool | None = None,
-        expiring_before: datetime | None = None,
         filter: MemoryFilter | None = None,
         order_by: str = "created_at",
         descending: bool = True,
         now: datetime | None = None,
+        **filters: Unpack[FilterKeywords],
     ) -> list[int]:
         """The ids of every memory matching the filters (as :meth:`list_memories`), in ``order_by`` order, ties by id.
 
@@ -403,40 +379,18 @@ class MemoryStore:
         with :meth:`get_many`. Besides the :meth:`list_memories` orders, ``order_by`` may be ``"layer"`` or
         ``"tags"`` (the memory's tags joined in name order).
         """
-        chosen = resolve_filter(
-            filter,
-            MemoryFilter(
-                layers=layers or (), types=types or (), project=project, session_id=session_id, tags=tags or (), since=since, until=until,
-                pinned=pinned, expiring_before=expiring_before, include_superseded=not latest_only, include_expired=include_expired,
-            ),
-        )
+        chosen = resolve_filter(filter, filters)
         return self.finder.list_ids(chosen, order_by=order_by, descending=descending, now=now)
 
     def count_memories(
         self,
         *,
-        layers: Collection[str] | None = None,
-        types: Collection[str] | None = None,
-        project: str | None = None,
-        session_id: str | None = None,
-        tags: Collection[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        latest_only: bool = True,
-        include_expired: bool = False,
-        pinned: bool | None = None,
-        expiring_before: datetime | None = None,
         filter: MemoryFilter | None = None,
         now: datetime | None = None,
+        **filters: Unpack[FilterKeywords],
     ) -> int:
         """How many memories match the filters (same filters as :meth:`list_memories`)."""
-        chosen = resolve_filter(
-            filter,
-            MemoryFilter(
-                layers=layers or (), types=types or (), project=project, session_id=session_id, tags=tags or (), since=since, until=until,
-                pinned=pinned, expiring_before=expiring_before, include_superseded=not latest_only, include_expired=include_expired,
-            ),
-        )
+        chosen = resolve_filter(filter, filters)
         return self.finder.count_memories(chosen, now=now)
 
     def projects(self) -> list[str]:
@@ -448,17 +402,6 @@ class MemoryStore:
         query: str,
         *,
         limit: int = 10,
-        layers: Collection[str] | None = None,
-        types: Collection[str] | None = None,
-        project: str | None = None,
-        session_id: str | None = None,
-        tags: Collection[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        include_superseded: bool = False,
-        include_expired: bool = False,
-        pinned: bool | None = None,
-        expiring_before: datetime | None = None,
         filter: MemoryFilter | None = None,
         context_tags: Iterable[str] | None = None,
         rank_bias: float | None = None,
@@ -466,6 +409,7 @@ class MemoryStore:
         now: datetime | None = None,
         semantic: bool | None = None,
         embedder: EmbeddingClient | None = None,
+        **filters: Unpack[FilterKeywords],
     ) -> list[Hit]:
         """Full-text search, best first. Any text is a valid query; ``raw=True`` passes FTS5 syntax through.
 
@@ -483,13 +427,7 @@ class MemoryStore:
         is a full pass over the stored vectors (linear in their number). If the endpoint fails, search returns the
         bm25 results without raising, also with an explicitly given embedder (a warning goes to the log).
         """
-        chosen = resolve_filter(
-            filter,
-            MemoryFilter(
-                layers=layers or (), types=types or (), project=project, session_id=session_id, tags=tags or (), since=since, until=until,
-                pinned=pinned, expiring_before=expiring_before, include_superseded=include_superseded, include_expired=include_expired,
-            ),
-        )
+        chosen = resolve_filter(filter, filters)
         return self.finder.search(
             query, chosen, limit=limit, context_tags=context_tags, rank_bias=rank_bias, raw=raw, semantic=semantic, embedder=embedder, now=now
         )
@@ -563,24 +501,16 @@ class MemoryStore:
         query: str | None = None,
         *,
         reason: str | None = None,
-        layers: Collection[str] | None = None,
-        types: Collection[str] | None = None,
-        project: str | None = None,
-        session_id: str | None = None,
-        tags: Collection[str] | None = None,
-        until: datetime | None = None,
         filter: MemoryFilter | None = None,
         now: datetime | None = None,
+        **filters: Unpack[FilterKeywords],
     ) -> ForgetResult:
         """Erase every memory (all versions) matching a search and/or filters. Refuses an empty filter.
 
         The filter keywords or ``filter=MemoryFilter(...)`` (not both) say which; superseded and expired versions
         always match, whatever the filter's ``include_*`` switches say."""
         now = resolve_now(now)
-        chosen = resolve_filter(
-            filter,
-            MemoryFilter(layers=layers or (), types=types or (), project=project, session_id=session_id, tags=tags or (), until=until),
-        )
+        chosen = resolve_filter(filter, filters)
         if not query and not chosen.narrows:
             raise InvalidInput("forget_matching needs a query or at least one filter (it will not erase everything)")
         where, params = filter_sql(replace(chosen, include_superseded=True, include_expired=True), now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from memlens.errors import InvalidInput
 from memlens.models import ts_from_dt
@@ -124,16 +124,52 @@ def filter_sql(memory_filter: MemoryFilter, now: datetime, *, alias: str = "m") 
     return where, params
 
 
-def resolve_filter(memory_filter: MemoryFilter | None, keywords: MemoryFilter) -> MemoryFilter:
+class FilterKeywords(TypedDict, total=False):
+    """The filter keywords every finding method takes (``store.list_memories(layers=["semantic"])``), declared once.
+
+    One keyword per :class:`MemoryFilter` field, with the same meaning; None or an empty collection lets
+    everything through. ``latest_only`` is the listings' older spelling: ``latest_only=False`` is
+    ``include_superseded=True``. :func:`resolve_filter` turns them into the filter.
+    """
+
+    layers: Collection[str] | None
+    types: Collection[str] | None
+    project: str | None
+    session_id: str | None
+    tags: Collection[str] | None
+    since: datetime | None
+    until: datetime | None
+    pinned: bool | None
+    expiring_before: datetime | None
+    include_superseded: bool
+    include_expired: bool
+    latest_only: bool
+
+
+def resolve_filter(memory_filter: MemoryFilter | None, keywords: FilterKeywords) -> MemoryFilter:
     """The filter a method works with: ``memory_filter`` when given, else the one built from its keywords.
 
-    Methods keep their filter keywords (``layers=...``) and also take ``filter=MemoryFilter(...)``; passing both
-    is refused rather than silently merged.
+    Methods take the filter keywords (``layers=...``) or ``filter=MemoryFilter(...)``; passing both is refused
+    rather than silently merged, and so are ``latest_only`` and ``include_superseded`` that contradict each other.
     """
+    given: dict[str, Any] = dict(keywords)
+    unknown = given.keys() - FilterKeywords.__optional_keys__
+    if unknown:
+        # What Python itself says for a misspelt keyword argument: a mistake in the calling code.
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    if "latest_only" in given:
+        latest_only = given.pop("latest_only")
+        if "include_superseded" in given and bool(given["include_superseded"]) == bool(latest_only):
+            raise InvalidInput("latest_only and include_superseded contradict each other; pass one of them")
+        given["include_superseded"] = not latest_only
+    for name in ("layers", "types", "tags"):
+        # None, an empty list (and anything else falsy) means any, as the keywords always did.
+        given[name] = given.get(name) or ()
+    from_keywords = MemoryFilter(**given)
     if memory_filter is None:
-        return keywords
+        return from_keywords
     if not isinstance(memory_filter, MemoryFilter):
         raise InvalidInput(f"filter must be a MemoryFilter, not {type(memory_filter).__name__}")
-    if keywords != MemoryFilter():
+    if from_keywords != MemoryFilter():
         raise InvalidInput("pass either filter=MemoryFilter(...) or the filter keywords, not both")
     return memory_filter
