@@ -9,12 +9,12 @@ for review.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from memlens import supersede
+from memlens import db, supersede
 from memlens.errors import InvalidInput
 from memlens.models import ts_from_dt
 from memlens.storage.context import ERASURE_PENDING_KEY, StoreContext, content_hash
@@ -43,6 +43,64 @@ ERASURE_WAIT_SECONDS = 3.0
 #: indexes (dropping the deleted terms) instead of FTS5's per-row secure-delete.
 BULK_PURGE_ROWS = 100
 _INDEXES = ("memory_fts", "similarity_index")
+#: Ids per ``IN (...)`` list: well below SQLite's limit on bound parameters.
+_CHUNK = 500
+
+
+class _Doomed(NamedTuple):
+    """What a forget reads of a memory before erasing it."""
+
+    id: int
+    content: str
+    is_latest: int
+    chain_id: int
+    content_hash: str
+    source_ref: str | None
+    created_at: float
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
+
+
+def _read_doomed(conn: db.Connection, ids: Sequence[int]) -> list[_Doomed]:
+    """The stored memories among ``ids`` (unknown ids left out)."""
+    found: list[_Doomed] = []
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id, content, is_latest, chain_id, content_hash, source_ref, created_at FROM memories WHERE id IN ({marks})"
+        found.extend(_Doomed(*row) for row in conn.execute(sql, list(chunk)).fetchall())
+    return found
+
+
+def _leave_tombstones(conn: db.Connection, doomed: Iterable[_Doomed], now: datetime) -> None:
+    """Record each erased memory's text hash, source id and creation time, so an import never brings it back."""
+    forgotten_at = ts_from_dt(now)
+    conn.executemany(
+        "INSERT INTO forgotten(content_hash, source_ref, memory_created_at, forgotten_at) VALUES (?, ?, ?, ?)",
+        [(d.content_hash, d.source_ref, d.created_at, forgotten_at) for d in doomed],
+    )
+
+
+def _delete(conn: db.Connection, ids: Sequence[int]) -> None:
+    for chunk in _chunks(ids):
+        conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(chunk))})", list(chunk))
+
+
+def _restore_latest(conn: db.Connection, chain_ids: Iterable[int]) -> dict[int, int]:
+    """Give each chain that lost its latest version its newest remaining version back as latest; returns
+    {chain id: the version made latest} for the chains that had one left."""
+    restored: dict[int, int] = {}
+    for chain_id in chain_ids:
+        if conn.execute("SELECT 1 FROM memories WHERE chain_id = ? AND is_latest = 1", (chain_id,)).fetchone():
+            continue
+        row = conn.execute("SELECT id, content FROM memories WHERE chain_id = ? ORDER BY version DESC, id DESC LIMIT 1", (chain_id,)).fetchone()
+        if row:
+            conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (row[0],))
+            supersede.index_latest(conn, row[0], similarity_tokens(row[1]))
+            restored[chain_id] = row[0]
+    return restored
 
 
 @dataclass(frozen=True)
@@ -147,38 +205,19 @@ class ForgettingRepository:
         about text they quote; a sweep forgetting faded observations is what consolidation exists for, so it passes
         False). ``purge=False`` leaves the index purge to the caller, who batches many forgets (the sweep).
         """
-        erased: list[int] = []
-        restored: list[int] = []
         with self.ctx.write() as conn:
-            hashes: dict[str, str] = {}
-            chains: set[int] = set()
-            derived: set[tuple[int, int]] = set()  # (summary, source) pairs whose source is erased here
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                for mid, content, is_latest, chain_id, mhash, source_ref, created_at in conn.execute(
-                    f"SELECT id, content, is_latest, chain_id, content_hash, source_ref, created_at FROM memories WHERE id IN ({marks})", chunk
-                ).fetchall():
-                    conn.execute(
-                        "INSERT INTO forgotten(content_hash, source_ref, memory_created_at, forgotten_at) VALUES (?, ?, ?, ?)",
-                        (mhash, source_ref, created_at, ts_from_dt(now)),
-                    )
-                    if is_latest:
-                        supersede.unindex_latest(conn, mid, similarity_tokens(content))
-                    chains.add(chain_id)
-                    hashes[str(mid)] = mhash
-                    erased.append(mid)
+            doomed = _read_doomed(conn, list(dict.fromkeys(ids)))
+            _leave_tombstones(conn, doomed, now)
+            for d in doomed:
+                if d.is_latest:
+                    supersede.unindex_latest(conn, d.id, similarity_tokens(d.content))
+            # (summary, source) pairs whose source is erased here, read before the links go with the rows.
+            derived: set[tuple[int, int]] = set()
+            for chunk in _chunks(ids):
                 derived.update(self.memories.derived_from(conn, chunk))
-                conn.execute(f"DELETE FROM memories WHERE id IN ({marks})", chunk)
-            # A chain whose latest version went gets its newest remaining version back as latest.
-            for chain_id in chains:
-                if conn.execute("SELECT 1 FROM memories WHERE chain_id = ? AND is_latest = 1", (chain_id,)).fetchone():
-                    continue
-                row = conn.execute("SELECT id, content FROM memories WHERE chain_id = ? ORDER BY version DESC, id DESC LIMIT 1", (chain_id,)).fetchone()
-                if row:
-                    conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (row[0],))
-                    supersede.index_latest(conn, row[0], similarity_tokens(row[1]))
-                    restored.append(row[0])
+            erased = [d.id for d in doomed]
+            _delete(conn, erased)
+            restored = list(_restore_latest(conn, {d.chain_id for d in doomed}).values())
             if drop_session is not None:
                 conn.execute("DELETE FROM sessions WHERE id = ?", (drop_session,))
                 conn.execute(
@@ -189,7 +228,7 @@ class ForgettingRepository:
                 # A caller that purges later (the sweep, once per run) has the mark set by purge_deleted_terms.
                 conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
             if erased or drop_session:
-                details: dict[str, Any] = {"reason": reason, "content_sha256": hashes, "count": len(erased)}
+                details: dict[str, Any] = {"reason": reason, "content_sha256": {str(d.id): d.content_hash for d in doomed}, "count": len(erased)}
                 if restored:
                     details["restored_latest"] = restored
                 details.update(extra or {})
@@ -211,20 +250,8 @@ class ForgettingRepository:
         instead of 20 s and more)."""
         results: list[ForgetResult] = []
         with self.ctx.write() as conn:
-            wanted = list(dict.fromkeys(i for g in groups for i in g.ids))
-            rows: dict[int, tuple[str, int, int, str, str | None, float]] = {}
-            for i in range(0, len(wanted), 500):
-                chunk = wanted[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                for mid, content, is_latest, chain_id, mhash, source_ref, created_at in conn.execute(
-                    f"SELECT id, content, is_latest, chain_id, content_hash, source_ref, created_at FROM memories WHERE id IN ({marks})", chunk
-                ).fetchall():
-                    rows[mid] = (content, is_latest, chain_id, mhash, source_ref, created_at)
-            forgotten_at = ts_from_dt(now)
-            conn.executemany(
-                "INSERT INTO forgotten(content_hash, source_ref, memory_created_at, forgotten_at) VALUES (?, ?, ?, ?)",
-                [(r[3], r[4], r[5], forgotten_at) for r in rows.values()],
-            )
+            rows = {d.id: d for d in _read_doomed(conn, list(dict.fromkeys(i for g in groups for i in g.ids)))}
+            _leave_tombstones(conn, rows.values(), now)
             # Many rows: FTS5's secure-delete (a few milliseconds a row at 200k) costs more than deleting plainly and
             # merging each index into one segment afterwards, which drops the deleted terms just as well (0.3 s at
             # 200k). Both happen in this transaction, so no one ever sees the indexes holding erased text.
@@ -232,27 +259,15 @@ class ForgettingRepository:
             if bulk:
                 for table in _INDEXES:
                     conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 0)")
-            for mid, (content, is_latest, *_rest) in rows.items():
-                if is_latest:
-                    supersede.unindex_latest(conn, mid, similarity_tokens(content))
-            erased = list(rows)
-            for i in range(0, len(erased), 500):
-                chunk = erased[i : i + 500]
-                conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            for d in rows.values():
+                if d.is_latest:
+                    supersede.unindex_latest(conn, d.id, similarity_tokens(d.content))
+            _delete(conn, list(rows))
             if bulk:
                 for table in _INDEXES:
                     conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
                     conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
-            # A chain whose latest version went gets its newest remaining version back as latest.
-            restored: dict[int, int] = {}
-            for chain_id in dict.fromkeys(r[2] for r in rows.values()):
-                if conn.execute("SELECT 1 FROM memories WHERE chain_id = ? AND is_latest = 1", (chain_id,)).fetchone():
-                    continue
-                row = conn.execute("SELECT id, content FROM memories WHERE chain_id = ? ORDER BY version DESC, id DESC LIMIT 1", (chain_id,)).fetchone()
-                if row:
-                    conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (row[0],))
-                    supersede.index_latest(conn, row[0], similarity_tokens(row[1]))
-                    restored[chain_id] = row[0]
+            restored = _restore_latest(conn, dict.fromkeys(d.chain_id for d in rows.values()))
             if rows:
                 # Cleared once the old page images are overwritten (by the caller's purge, or the next process).
                 conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
@@ -260,9 +275,9 @@ class ForgettingRepository:
             for group in groups:
                 ids = [i for i in dict.fromkeys(group.ids) if i in rows and i not in done]
                 done.update(ids)
-                back = [restored.pop(chain) for chain in dict.fromkeys(rows[i][2] for i in ids) if chain in restored]
+                back = [restored.pop(chain) for chain in dict.fromkeys(rows[i].chain_id for i in ids) if chain in restored]
                 if ids:
-                    details: dict[str, Any] = {"reason": group.reason, "content_sha256": {str(i): rows[i][3] for i in ids}, "count": len(ids)}
+                    details: dict[str, Any] = {"reason": group.reason, "content_sha256": {str(i): rows[i].content_hash for i in ids}, "count": len(ids)}
                     if back:
                         details["restored_latest"] = back
                     details.update(group.details)
