@@ -11,12 +11,9 @@ audit log and the store's settings are not part of an export.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
@@ -24,6 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memlens.errors import InvalidInput
+from memlens.files import replacing
 from memlens.io.problems import json_what, load_json, utf8_problem
 from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord, parent_loop
 from memlens.models import RELATION_KINDS, Layer, Origin
@@ -97,19 +95,10 @@ def export(
     from memlens.io.destination import export_target
 
     target = export_target(path, overwrite=overwrite)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for kind, text in records(store, now=now, progress=progress):
-                counts[kind] += 1
-                fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
+    with replacing(target, newline="\n") as fh:
+        for kind, text in records(store, now=now, progress=progress):
+            counts[kind] += 1
+            fh.write(text)
     return ExportSummary(str(target), counts["session"], counts["memory"], counts["relation"])
 
 

@@ -36,20 +36,18 @@ lines), and the delimiter is fixed by the format rather than guessed from a samp
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import math
-import os
 import sys
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from memlens.decay import cold_start_importance
 from memlens.errors import InvalidInput
+from memlens.files import replacing
 from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress
 from memlens.models import DEFAULT_LAYER_FOR_TYPE, Layer, Memory
 from memlens.storage.validation import MAX_EXPIRY, MAX_TIME, check_time
@@ -300,7 +298,7 @@ def export(store: MemoryStore, path: str | Path, *, format: str, progress: Progr
 
     target = export_target(path, overwrite=overwrite)
     # Spreadsheet programs read a CSV as UTF-8 only when it starts with a byte-order mark.
-    with _replacing(target, encoding="utf-8-sig" if format == "csv" else "utf-8") as fh:
+    with replacing(target, encoding="utf-8-sig" if format == "csv" else "utf-8", newline="") as fh:
         written = _write(fh, store, dialect, total, progress)
     return ExportSummary(str(target), 0, written, 0)
 
@@ -317,20 +315,3 @@ def _write(fh: IO[str], store: MemoryStore, dialect: type[csv.Dialect], total: i
         if progress is not None and (written % 500 == 0 or written == total):
             progress(written, max(total, written))
     return written
-
-
-@contextlib.contextmanager
-def _replacing(target: Path, *, encoding: str) -> Iterator[IO[str]]:
-    """A text file that replaces ``target`` (checked by :func:`memlens.io.destination.export_target`) when the block completes,
-    and vanishes when it fails."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise

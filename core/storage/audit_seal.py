@@ -27,6 +27,7 @@ from typing import Any
 import platformdirs
 
 from memlens import db
+from memlens.files import replacing
 
 #: Overrides the folder holding audit keys and checkpoints (tests, or a team's shared secrets mount).
 KEYS_DIR_ENV = "MEMLENS_KEYS_DIR"
@@ -53,11 +54,21 @@ def key_path(sid: str) -> Path:
     return keys_dir() / f"{_safe(sid)}.key"
 
 
+#: Keys already read, by key file: the file's identity when read (device, inode, size, change time, mode, owner)
+#: and the key. Every audited write signs with the key, so a sweep of 2,000 forgets would otherwise open and check
+#: the file 2,000 times; now each use costs one ``lstat``, and a key file replaced, edited, made readable by others
+#: or removed since is read (or refused) afresh.
+_known_keys: dict[str, tuple[tuple[int, ...], bytes]] = {}
+
+
 def load_key(sid: str) -> bytes | None:
     """The store's key, or None when there is none (another machine, a deleted file) or it is not trustworthy
     (not a regular file owned by this user, or readable by others: a key others can read seals nothing)."""
-    path = key_path(sid)
+    path = str(key_path(sid))
     try:
+        known = _known_keys.get(path)
+        if known is not None and known[0] == _identity(os.lstat(path)):
+            return known[1]
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
@@ -70,7 +81,15 @@ def load_key(sid: str) -> bytes | None:
         key = bytes.fromhex(text.decode("ascii"))
     except ValueError:
         return None
-    return key if len(key) >= 16 else None
+    if len(key) < 16:
+        return None
+    _known_keys[path] = (_identity(st), key)
+    return key
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    # st_ctime_ns changes with any write, chmod or chown, even one that restores the old mtime.
+    return (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns, st.st_mode, st.st_uid)
 
 
 def create_key(sid: str) -> bytes:
@@ -175,15 +194,10 @@ def write_checkpoint(path: Path, checkpoint: Checkpoint, *, only_if_newer: bool)
         if current is not None and current.entries >= checkpoint.entries and current.store_id == checkpoint.store_id:
             return False
     _private_folder(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(checkpoint.to_json())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # Rewritten after every audited write: not synced to disk (a crash may cost the newest checkpoint, which the
+    # next write puts back), but never seen half-written.
+    with replacing(path, fsync=False) as fh:
+        fh.write(checkpoint.to_json())
     return True
 
 
