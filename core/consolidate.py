@@ -393,7 +393,6 @@ def _write(
     mined: dict[str, list[int]],
     report: ConsolidationReport,
 ) -> None:
-    ts = now.timestamp()
     provisional = {w.provisional_id for w in work}
     with store.ctx.write() as conn:
         real: dict[int, int] = {}
@@ -404,30 +403,13 @@ def _write(
                 continue  # every observation was forgotten meanwhile: nothing left to summarise
             title, _ = redact(w.draft.title)
             content, _ = redact(w.draft.content)
-            episode_id = store.memories.insert_memory(
-                conn,
-                content=content,
-                title=title[:300],
-                type_="summary",
-                layer="episodic",
-                project=w.project,
-                session_id=None,
-                tags=tuple(w.draft.tags),
-                importance=w.draft.importance,
-                ttl_days=None,
-                metadata=dict(w.draft.metadata),
-                source_ref=None,
-                origin="consolidation",
-                pinned=False,
-                detect=False,
-                now=now,
-                audit=False,
-            )
+            episode_id = store.memories.insert_derived(
+                conn, content=content, title=title[:300], type_="summary", layer="episodic", project=w.project, tags=w.draft.tags,
+                importance=w.draft.importance, metadata=w.draft.metadata, derives_from=sources, now=now,
+            )  # fmt: skip
             # Linked to its session directly: going through the session upsert would move the session's
             # last activity to the time of consolidation.
             conn.execute("UPDATE memories SET session_id = ? WHERE id = ?", (w.session_id, episode_id))
-            for source in sources:
-                store.memories.link(conn, episode_id, source, "derives", ts)
             meta = dict(w.metadata)
             meta["episode_ids"] = [*[i for i in meta.get("episode_ids", []) if isinstance(i, int)], episode_id]
             meta["summarized_through"] = max(m.id for m in w.observations)
@@ -496,27 +478,10 @@ def _write_knowledge(store: MemoryStore, conn: Connection, item: _Knowledge, sou
                 store.memories.link(conn, match.memory_id, source, "derives", ts)
             report.reinforced.append(match.memory_id)
             return
-    memory_id = store.memories.insert_memory(
-        conn,
-        content=content,
-        title=title[:300],
-        type_=item.type,
-        layer=item.layer,
-        project=item.project,
-        session_id=None,
-        tags=item.tags,
-        importance=item.importance,
-        ttl_days=None,
-        metadata=dict(item.metadata),
-        source_ref=None,
-        origin="consolidation",
-        pinned=False,
-        detect=True,
-        now=now,
-        audit=False,
-    )
-    for source in sources:
-        store.memories.link(conn, memory_id, source, "derives", ts)
+    memory_id = store.memories.insert_derived(
+        conn, content=content, title=title[:300], type_=item.type, layer=item.layer, project=item.project, tags=item.tags,
+        importance=item.importance, metadata=item.metadata, derives_from=sources, detect=True, now=now,
+    )  # fmt: skip
     report.created.append(memory_id)
     parent = conn.execute("SELECT parent_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
     if parent is not None:

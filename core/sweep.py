@@ -509,25 +509,11 @@ def _apply_batch(
         for r in rows:
             tags.extend(t for t in json.loads(r[4]) if t not in tags)
         source_ids = [r[0] for r in rows]
-        archive_id = store.memories.insert_memory(
-            conn,
-            content=content,
-            title=title,
-            type_="archive",
-            layer="semantic",
-            project=rows[0][6],
-            session_id=None,
-            tags=tuple(tags[:50]),
-            importance=max(r[5] for r in rows),
-            ttl_days=None,
-            metadata={"source_ids": source_ids, "archived_by": "sweep", "archived_at": now.isoformat()},
-            source_ref=None,
-            origin="consolidation",
-            pinned=False,
-            detect=False,
-            now=now,
-            audit=False,
-        )
+        # No "derives" links: the sources are erased just below; the archive's metadata names them.
+        archive_id = store.memories.insert_derived(
+            conn, content=content, title=title, type_="archive", layer="semantic", project=rows[0][6], tags=tags[:50],
+            importance=max(r[5] for r in rows), metadata={"source_ids": source_ids, "archived_by": "sweep", "archived_at": now.isoformat()}, now=now,
+        )  # fmt: skip
         store.ctx.audit(conn, "sweep", [archive_id], {"rule": "capacity", "action": "write_archive", "source_ids": source_ids}, now)
         archives.append(archive_id)
     # Consecutive erasures go to the store together (one DELETE for them all: see ForgettingRepository.forget_each);

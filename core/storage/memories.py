@@ -251,6 +251,35 @@ class MemoryRepository:
         return memory_id
 
 
+    def insert_derived(
+        self,
+        conn: db.Connection,
+        *,
+        content: str,
+        title: str,
+        type_: str,
+        layer: str,
+        project: str | None,
+        tags: Sequence[str],
+        importance: float,
+        metadata: Mapping[str, Any],
+        derives_from: Sequence[int] = (),
+        detect: bool = False,
+        now: datetime,
+    ) -> int:
+        """Insert a memory the engine wrote itself (a consolidation summary or finding, a sweep archive) inside the
+        caller's write transaction and return its id: origin ``consolidation``, no session, TTL or source id, not
+        pinned, linked by ``derives`` to each of ``derives_from``. No audit entry: the caller writes its own."""
+        memory_id = self.insert_memory(
+            conn, content=content, title=title, type_=type_, layer=layer, project=project, session_id=None, tags=tuple(tags),
+            importance=importance, ttl_days=None, metadata=dict(metadata), source_ref=None, origin="consolidation", pinned=False,
+            detect=detect, now=now, audit=False,
+        )  # fmt: skip
+        ts = ts_from_dt(now)
+        for source in derives_from:
+            self.link(conn, memory_id, source, "derives", ts)
+        return memory_id
+
     def remember_many(
         self,
         records: Iterable[Mapping[str, Any]],
