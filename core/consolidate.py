@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from memlens import decay, supersede
+from memlens import db, decay, supersede
 from memlens.db import Connection
 from memlens.episodes import EpisodeDraft, summarize_session
 from memlens.extract import FactDraft, WorkflowDraft, recurring_facts, recurring_workflows
@@ -453,10 +453,7 @@ def _write(
 def _existing(conn: Connection, ids: list[int]) -> list[int]:
     """The ids among ``ids`` that are still stored, in order (a source forgotten meanwhile is left out)."""
     ids = list(dict.fromkeys(ids))
-    found: set[int] = set()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        found.update(r[0] for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+    found = {r[0] for r in db.select_in(conn, "SELECT id FROM memories WHERE id IN ({marks})", ids)}
     return [i for i in ids if i in found]
 
 

@@ -14,7 +14,7 @@ import random
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -415,6 +415,18 @@ def migrate(conn: Connection, path: Path | str = "") -> None:
                     for table in schema.FTS_TABLES:
                         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
             conn.execute(f"PRAGMA user_version = {version}")
+
+
+#: Values bound per ``IN (...)`` list by :func:`select_in`: well below SQLite's limit on bound parameters.
+IN_BATCH = 500
+
+
+def select_in(conn: Connection, sql: str, values: Sequence[Any], *, batch: int = IN_BATCH) -> Iterator[Any]:
+    """The rows of ``sql`` for every one of ``values``: ``sql`` holds one ``IN ({marks})`` list, asked ``batch``
+    values at a time. Rows come batch after batch, in no promised order within one."""
+    for start in range(0, len(values), batch):
+        chunk = list(values[start : start + batch])
+        yield from conn.execute(sql.format(marks=",".join("?" * len(chunk))), chunk).fetchall()
 
 
 @contextlib.contextmanager

@@ -166,8 +166,6 @@ def _checkpoint_problem(
     return None
 
 
-#: Ids bound per ``IN (...)`` query (well below SQLite's limit on bound parameters).
-_ID_BATCH = 500
 _ENTRY_COLUMNS = "a.id, a.at, a.operation, a.actor, a.target_ids, a.details, a.hash"
 
 
@@ -234,12 +232,9 @@ class AuditRepository:
     def entries_by_id(self, entry_ids: Sequence[int]) -> list[AuditEntry]:
         """The audit entries with these ids, in the order given; ids with no entry are left out."""
         wanted = [check_id(i) for i in entry_ids]
-        found: dict[int, AuditEntry] = {}
         with self.ctx.read() as conn:
-            for start in range(0, len(wanted), _ID_BATCH):
-                batch = wanted[start : start + _ID_BATCH]
-                sql = f"SELECT {_ENTRY_COLUMNS} FROM audit a WHERE a.id IN ({','.join('?' * len(batch))})"
-                found.update((e.id, e) for e in map(_entry_from_row, conn.execute(sql, batch).fetchall()))
+            rows = db.select_in(conn, f"SELECT {_ENTRY_COLUMNS} FROM audit a WHERE a.id IN ({{marks}})", wanted)
+            found = {e.id: e for e in map(_entry_from_row, rows)}
         return [found[i] for i in wanted if i in found]
 
     def operations(self) -> list[str]:

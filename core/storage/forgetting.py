@@ -66,12 +66,8 @@ def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
 
 def _read_doomed(conn: db.Connection, ids: Sequence[int]) -> list[_Doomed]:
     """The stored memories among ``ids`` (unknown ids left out)."""
-    found: list[_Doomed] = []
-    for chunk in _chunks(ids):
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id, content, is_latest, chain_id, content_hash, source_ref, created_at FROM memories WHERE id IN ({marks})"
-        found.extend(_Doomed(*row) for row in conn.execute(sql, list(chunk)).fetchall())
-    return found
+    sql = "SELECT id, content, is_latest, chain_id, content_hash, source_ref, created_at FROM memories WHERE id IN ({marks})"
+    return [_Doomed(*row) for row in db.select_in(conn, sql, ids)]
 
 
 def _leave_tombstones(conn: db.Connection, doomed: Iterable[_Doomed], now: datetime) -> None:

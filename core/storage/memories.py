@@ -485,13 +485,9 @@ class MemoryRepository:
     def get_many(self, memory_ids: Iterable[int]) -> list[Memory]:
         """The memories with these ids that exist, in the order asked."""
         ids = [check_id(i) for i in memory_ids]
-        found: dict[int, Memory] = {}
         with self.ctx.read() as conn:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                for memory in memories_from_cursor(conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk)):
-                    found[memory.id] = memory
+            rows = db.select_in(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({{marks}})", ids)
+            found = {m.id: m for m in map(memory_from_row, rows)}
         return [found[i] for i in ids if i in found]
 
     def exists(self, memory_id: int) -> bool:

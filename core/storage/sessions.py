@@ -34,8 +34,6 @@ def ensure_session(conn: db.Connection, session_id: str, project: str | None, ts
     )
 
 
-#: Ids bound per ``IN (...)`` query (well below SQLite's limit on bound parameters).
-_ID_BATCH = 500
 
 
 class SessionRepository:
@@ -77,12 +75,9 @@ class SessionRepository:
     def get_many(self, session_ids: Sequence[str]) -> list[Session]:
         """The sessions with these ids, in the order given; ids with no session are left out."""
         wanted = [check_key(i, "session_id") for i in session_ids]
-        found: dict[str, Session] = {}
         with self.ctx.read() as conn:
-            for start in range(0, len(wanted), _ID_BATCH):
-                batch = wanted[start : start + _ID_BATCH]
-                sql = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id IN ({','.join('?' * len(batch))})"
-                found.update((s.id, s) for s in map(session_from_row, conn.execute(sql, batch).fetchall()))
+            rows = db.select_in(conn, f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id IN ({{marks}})", wanted)
+            found = {s.id: s for s in map(session_from_row, rows)}
         return [found[i] for i in wanted if i in found]
 
     def memories(self, session_id: str, *, layers: Iterable[str] | None = None) -> list[Memory]:
