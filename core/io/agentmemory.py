@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,19 @@ class _Reader:
             raise InvalidInput(f"{name} must be a list, not {_kind(value)}")
         return value
 
+    def _entries(self, name: str, noun: str) -> Iterator[tuple[str, dict[str, Any], str]]:
+        """Each object of the list ``name`` as (where it stands, the object, its ``id``); an id seen twice is
+        refused, naming the entry as a ``noun``."""
+        seen: set[str] = set()
+        for i, item in enumerate(self._list(name)):
+            where = f"{name}[{i}]"
+            obj = _object(item, where)
+            ident = _ident(obj.get("id"), f"{where}.id")
+            if ident in seen:
+                raise InvalidInput(f"{where}.id: {noun} {ident!r} appears twice")
+            seen.add(ident)
+            yield where, obj, ident
+
     def _pagination(self) -> None:
         page = self.data.get("pagination")
         if isinstance(page, dict) and page.get("hasMore"):
@@ -132,14 +145,7 @@ class _Reader:
             )
 
     def _sessions(self) -> None:
-        seen: set[str] = set()
-        for i, item in enumerate(self._list("sessions")):
-            where = f"sessions[{i}]"
-            obj = _object(item, where)
-            sid = _ident(obj.get("id"), f"{where}.id")
-            if sid in seen:
-                raise InvalidInput(f"{where}.id: session {sid!r} appears twice")
-            seen.add(sid)
+        for where, obj, sid in self._entries("sessions", "session"):
             project = _opt_str(obj.get("project"), f"{where}.project")
             started = _time(obj.get("startedAt"), f"{where}.startedAt") if obj.get("startedAt") is not None else self.exported
             ended = _opt_time(obj.get("endedAt"), f"{where}.endedAt")
@@ -228,14 +234,7 @@ class _Reader:
         )
 
     def _memories(self) -> None:
-        seen: set[str] = set()
-        for i, item in enumerate(self._list("memories")):
-            where = f"memories[{i}]"
-            obj = _object(item, where)
-            mid = _ident(obj.get("id"), f"{where}.id")
-            if mid in seen:
-                raise InvalidInput(f"{where}.id: memory {mid!r} appears twice")
-            seen.add(mid)
+        for where, obj, mid in self._entries("memories", "memory"):
             content = _text(obj.get("content"), f"{where}.content")
             kind = (_opt_str(obj.get("type"), f"{where}.type") or "fact").strip().lower() or "fact"
             created = _time(obj.get("createdAt"), f"{where}.createdAt")
@@ -337,14 +336,7 @@ class _Reader:
             )
 
     def _semantic(self) -> None:
-        seen: set[str] = set()
-        for i, item in enumerate(self._list("semanticMemories")):
-            where = f"semanticMemories[{i}]"
-            obj = _object(item, where)
-            mid = _ident(obj.get("id"), f"{where}.id")
-            if mid in seen:
-                raise InvalidInput(f"{where}.id: semantic memory {mid!r} appears twice")
-            seen.add(mid)
+        for where, obj, mid in self._entries("semanticMemories", "semantic memory"):
             content = _text(obj.get("fact"), f"{where}.fact")
             created = _time(obj.get("createdAt"), f"{where}.createdAt")
             strength = obj.get("strength")
@@ -380,14 +372,7 @@ class _Reader:
                 self._relate(key, source_ref("memory", _ident(source, f"{where}.sourceMemoryIds[{j}]")), "derives", created, where)
 
     def _procedural(self) -> None:
-        seen: set[str] = set()
-        for i, item in enumerate(self._list("proceduralMemories")):
-            where = f"proceduralMemories[{i}]"
-            obj = _object(item, where)
-            pid = _ident(obj.get("id"), f"{where}.id")
-            if pid in seen:
-                raise InvalidInput(f"{where}.id: procedural memory {pid!r} appears twice")
-            seen.add(pid)
+        for where, obj, pid in self._entries("proceduralMemories", "procedural memory"):
             name = _text(obj.get("name"), f"{where}.name")
             steps = _str_list(obj.get("steps"), f"{where}.steps")
             trigger = _opt_str(obj.get("triggerCondition"), f"{where}.triggerCondition")
@@ -425,14 +410,7 @@ class _Reader:
             self.by_raw_id.setdefault(pid, record)
 
     def _lessons(self) -> None:
-        seen: set[str] = set()
-        for i, item in enumerate(self._list("lessons")):
-            where = f"lessons[{i}]"
-            obj = _object(item, where)
-            lid = _ident(obj.get("id"), f"{where}.id")
-            if lid in seen:
-                raise InvalidInput(f"{where}.id: lesson {lid!r} appears twice")
-            seen.add(lid)
+        for where, obj, lid in self._entries("lessons", "lesson"):
             deleted = obj.get("deleted", False)
             if not isinstance(deleted, bool):
                 raise InvalidInput(f"{where}.deleted must be true or false, not {deleted!r}")
