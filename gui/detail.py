@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memlens.decay import strength
+from memlens.errors import NotFound
 from memlens.gui import format as fmt
 from memlens.gui.diff import diff_html
 from memlens.gui.icons import icon
@@ -100,6 +101,18 @@ def load_detail(store: MemoryStore, memory_id: int, now: datetime, query_text: s
         now=now,
         query_text=query_text,
     )
+
+
+def forgotten_message(store: MemoryStore, memory_id: int, now: datetime) -> str:
+    """HTML saying when, by whom and why ``memory_id`` was erased, in the words of :meth:`MemoryStore.explain` (reader thread)."""
+    try:
+        said = store.explain(memory_id, now=now)
+    except NotFound:
+        return (
+            f"There is no memory #{memory_id}. The audit log has no forget entry naming it: it was never stored here, or "
+            "it was erased in a bulk operation whose entry records only a count."
+        )
+    return f"Memory #{memory_id} was forgotten on purpose: {html.escape(said)} Its text is gone; the audit log keeps a hash of it."
 
 
 def highlighted(text: str, query_text: str) -> str:

@@ -1,63 +1,68 @@
-"""The inspector's main window: sidebar, memory table, detail pane, audit log, sessions, and every action.
+"""The inspector's main window: the shell that builds the sidebar, filter bar, memory table, detail pane, audit log
+and sessions, wires them to each other and to the operations in :mod:`memlens.gui.operations`, and refreshes the
+views an operation's :class:`OpChanges` name (:meth:`MainWindow.apply_changes`).
 
-All store work goes through :class:`memlens.gui.tasks.StoreReader` (reads) and :class:`memlens.gui.tasks.TaskRunner` (writes and
-long operations), so the window never waits on SQLite. After any write of its own, and whenever the live poll sees
-another process commit (``PRAGMA data_version``), :meth:`MainWindow.refresh_all` reloads counts, the visible rows and
-the open detail in place.
+All store work goes through :class:`memlens.gui.tasks.StoreReader` (reads) and :class:`memlens.gui.tasks.TaskRunner`
+(writes and long operations), so the window never waits on SQLite. Whenever the live view sees another process
+commit (``PRAGMA data_version``), :meth:`MainWindow.refresh_all` reloads counts, the visible rows and the open detail
+in place. The actions are declared in :mod:`memlens.gui.actions`; what each one does lives in an operations module.
 """
 
 from __future__ import annotations
 
 import html
-import os
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from memlens import demo
-from memlens.config import StoreSettings, default_store_path
+from memlens.config import StoreSettings
 from memlens.errors import MemlensError, NotFound
 from memlens.gui import format as fmt
 from memlens.gui import theme
+from memlens.gui.actions import EDIT_TIP, TABLE_MENU, WindowActions
 from memlens.gui.audit_view import AuditView
-from memlens.gui.columns import COLUMN_INDEX, COLUMNS
-from memlens.gui.consolidate_dialog import ConsolidateDialog
-from memlens.gui.delegates import SnippetDelegate, StrengthDelegate
-from memlens.gui.detail import DetailData, DetailPane, load_curve, load_detail
-from memlens.gui.dialogs import EditDialog, ForgetDialog, ForgetPlan, SettingsDialog, SweepPreviewDialog, TimeTravelDialog
-from memlens.gui.file_dialogs import choose_open_file, choose_save_file
+from memlens.gui.columns import COLUMN_INDEX
+from memlens.gui.detail import DetailData, DetailPane, forgotten_message, load_curve, load_detail
+from memlens.gui.filter_bar import FilterBar
 from memlens.gui.icons import icon
+from memlens.gui.live_view import LiveView
 from memlens.gui.memory_model import EXPIRING_SOON, ID_ROLE, MemoryQuery, MemoryTableModel
-from memlens.gui.new_memory_dialog import NewMemoryDialog
+from memlens.gui.memory_table import EmptyState, MemoryTable
 from memlens.gui.operations import OpChanges
-from memlens.gui.operations.edit import remember, update_memory
-from memlens.gui.operations.forget import forget_memories, load_forget_plan
-from memlens.gui.operations.lifecycle import STRENGTH_TICK, ConsolidateResult, configure_store, consolidate, load_demo, preview_sweep, run_sweep
-from memlens.gui.operations.pin import set_pinned
-from memlens.gui.operations.time_travel import TIME_MOVED, TRAVEL_CHOICES, closest_choice, forecast, preview_at
+from memlens.gui.operations.edit import open_edit_dialog, open_new_memory_dialog, update_memory
+from memlens.gui.operations.forget import ask_to_forget
+from memlens.gui.operations.lifecycle import (
+    STRENGTH_TICK,
+    open_settings,
+    show_sweep_preview,
+    show_sweep_report,
+    start_consolidation,
+    start_demo,
+    start_sweep,
+)
+from memlens.gui.operations.pin import pin_shown
+from memlens.gui.operations.time_travel import TIME_MOVED, open_time_travel_dialog, preview_at
 from memlens.gui.preferences import Preferences
-from memlens.gui.qt import QtCore, QtGui, QTimer, QtWidgets, Signal
+from memlens.gui.qt import QtCore, QtGui, QtWidgets, Signal
 from memlens.gui.scheduler import LifecycleScheduler
 from memlens.gui.sessions_view import SessionsView
+from memlens.gui.sidebar import LAYERS, Sidebar
+from memlens.gui.status_bar import StatusBar
+from memlens.gui.store_session import fill_recent, new_store_dialog, open_store_dialog
 from memlens.gui.tasks import StoreReader, TaskContext, TaskRunner
 from memlens.gui.transfer import start_export, start_import
+from memlens.gui.travel_banner import TravelBanner, TravelCombo
 from memlens.llm import LLMConfig, LLMError
-from memlens.models import KNOWN_TYPES, Layer, Memory
+from memlens.models import Memory
 from memlens.store import MemoryStore
 from memlens.sweep import SweepReport
 
-LAYERS = tuple(layer.value for layer in Layer)
-LAYER_LABELS = {"working": "Working", "episodic": "Episodic", "semantic": "Semantic", "procedural": "Procedural"}
+__all__ = ["MainWindow", "Sidebar", "utc_now"]
+
 #: Errors a person can act on: shown as a message. Anything else is a bug and is raised after the message.
 USER_ERRORS: tuple[type[BaseException], ...] = (MemlensError, LLMError, OSError)
 COMPARE_LIMIT = 8
-SEARCH_DEBOUNCE_MS = 300
-EDIT_TIP = "Edit importance, tags, pinning, project and TTL"
-
-
-#: The narrowest a table column other than the title gets in a narrow window (pixels).
-NARROWEST_COLUMN = 40
 #: The detail pane's starting width (it keeps it: the table's text column takes what the window gains).
 DETAIL_WIDTH = 310
 
@@ -65,179 +70,6 @@ DETAIL_WIDTH = 310
 def utc_now() -> datetime:
     """The real current time, aware."""
     return datetime.now(timezone.utc)
-
-
-def forgotten_message(store: MemoryStore, memory_id: int, now: datetime) -> str:
-    """HTML saying when, by whom and why ``memory_id`` was erased, in the words of :meth:`MemoryStore.explain` (reader thread)."""
-    try:
-        said = store.explain(memory_id, now=now)
-    except NotFound:
-        return (
-            f"There is no memory #{memory_id}. The audit log has no forget entry naming it: it was never stored here, or "
-            "it was erased in a bulk operation whose entry records only a count."
-        )
-    return f"Memory #{memory_id} was forgotten on purpose: {html.escape(said)} Its text is gone; the audit log keeps a hash of it."
-
-
-class Sidebar(QtWidgets.QWidget):
-    """The four layers with live counts, all memories, the audit log and sessions, plus the project filter."""
-
-    view_changed = Signal(str)  # "all", a layer name, "audit" or "sessions"
-    project_changed = Signal(object)  # str or None
-
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("sidebarPanel")
-        self.project = QtWidgets.QComboBox()
-        self.project.setObjectName("projectFilter")
-        self.project.setAccessibleName("Project filter")
-        self.project.addItem("All projects", "")
-        self.tree = QtWidgets.QTreeWidget()
-        self.tree.setObjectName("sidebar")
-        self.tree.setAccessibleName("Views")
-        self.tree.setColumnCount(2)
-        self.tree.setHeaderHidden(True)
-        self.tree.setRootIsDecorated(False)
-        self.tree.setIndentation(8)
-        self.tree.setIconSize(QtCore.QSize(18, 18))
-        self.items: dict[str, QtWidgets.QTreeWidgetItem] = {}
-        memories = self._group("MEMORIES")
-        self._add(memories, "all", "All memories", "all")
-        for layer in LAYERS:
-            self._add(memories, layer, LAYER_LABELS[layer], layer)
-        history = self._group("HISTORY")
-        self._add(history, "audit", "Audit log", "audit")
-        self._add(history, "sessions", "Sessions", "sessions")
-        self.tree.expandAll()
-        header = self.tree.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QtWidgets.QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
-        label = QtWidgets.QLabel("Project")
-        label.setBuddy(self.project)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 0, 6)
-        layout.addWidget(label)
-        layout.addWidget(self.project)
-        layout.addWidget(self.tree, 1)
-        # Wide enough for "Procedural" and a 5-digit count: a squeezed sidebar only shows "…".
-        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("Procedural 00000") + 64)
-        self.tree.currentItemChanged.connect(self._current_changed)
-        self.project.currentIndexChanged.connect(lambda _i: self.project_changed.emit(self.current_project()))
-
-    def _group(self, title: str) -> QtWidgets.QTreeWidgetItem:
-        item = QtWidgets.QTreeWidgetItem([title, ""])
-        item.setData(0, QtCore.Qt.ItemDataRole.UserRole, "")  # never leave item data empty: see memlens.gui.qt
-        item.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
-        font = item.font(0)
-        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.8))
-        font.setBold(True)
-        item.setFont(0, font)
-        item.setForeground(0, self.palette().brush(QtGui.QPalette.ColorGroup.Disabled, QtGui.QPalette.ColorRole.WindowText))
-        self.tree.addTopLevelItem(item)
-        return item
-
-    def _add(self, parent: QtWidgets.QTreeWidgetItem, key: str, label: str, icon_name: str) -> None:
-        item = QtWidgets.QTreeWidgetItem([label, ""])
-        item.setData(0, QtCore.Qt.ItemDataRole.UserRole, key)
-        item.setIcon(0, icon(icon_name))
-        item.setTextAlignment(1, QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
-        parent.addChild(item)
-        self.items[key] = item
-
-    def _current_changed(self, current: QtWidgets.QTreeWidgetItem | None, _previous: QtWidgets.QTreeWidgetItem | None) -> None:
-        key = current.data(0, QtCore.Qt.ItemDataRole.UserRole) if current is not None else None
-        if isinstance(key, str):
-            self.view_changed.emit(key)
-
-    def current_view(self) -> str:
-        """The selected view's key."""
-        item = self.tree.currentItem()
-        key = item.data(0, QtCore.Qt.ItemDataRole.UserRole) if item is not None else None
-        return key if isinstance(key, str) else "semantic"
-
-    def select(self, key: str) -> None:
-        """Select a view by key."""
-        item = self.items.get(key)
-        if item is not None:
-            self.tree.setCurrentItem(item)
-
-    def current_project(self) -> str | None:
-        """The project chosen in the filter (None: all projects)."""
-        return str(self.project.currentData()) or None
-
-    def set_counts(self, counts: dict[str, int]) -> None:
-        """Show the latest, unexpired memories per layer."""
-        for layer in LAYERS:
-            self.items[layer].setText(1, f"{counts.get(layer, 0):,}")
-        total = f"{sum(counts.get(layer, 0) for layer in LAYERS):,}"
-        self.items["all"].setText(1, total)
-        # Room for the longest label beside the longest count: a big store's "197,998" squeezed them to "All me…".
-        metrics = self.tree.fontMetrics()
-        wanted = metrics.horizontalAdvance("All memories") + metrics.horizontalAdvance(total) + 72
-        if wanted > self.minimumWidth():
-            self.setMinimumWidth(wanted)
-
-    def count_text(self, key: str) -> str:
-        """The count shown beside a view."""
-        return self.items[key].text(1)
-
-    def set_projects(self, projects: list[str]) -> None:
-        """Offer these projects (keeps the current choice when it still exists)."""
-        current = self.current_project()
-        self.project.blockSignals(True)
-        self.project.clear()
-        self.project.addItem("All projects", "")
-        for name in projects:
-            self.project.addItem(name, name)
-        index = self.project.findData(current) if current else 0
-        self.project.setCurrentIndex(max(0, index))
-        self.project.blockSignals(False)
-        if current is not None and index < 0:
-            self.project_changed.emit(None)
-
-
-class EmptyState(QtWidgets.QWidget):
-    """Shown instead of the table when the store holds no memories at all."""
-
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("emptyState")
-        title = QtWidgets.QLabel("This store is empty")
-        title.setObjectName("emptyTitle")
-        # Lines broken by hand rather than word-wrapped: a wrapped label centred in a layout is given the height
-        # of fewer lines than it needs once the style sheet's font applies, and its last line is clipped.
-        text = QtWidgets.QLabel(
-            "Memories appear here as your agent works: hooks, the MCP server\n"
-            "or the Python API write them, and this view refreshes on its own.\n"
-            "To look around first, load a demo: a few weeks of an agent's work\n"
-            "across all four layers, with version chains, decayed and expiring\n"
-            "memories and an audit history."
-        )
-        text.setAlignment(QtCore.Qt.AlignmentFlag.AlignHCenter)
-        self.demo_button = QtWidgets.QPushButton(icon("demo"), "Load demo data")
-        self.demo_button.setObjectName("loadDemoButton")
-        self.demo_button.setAccessibleName("Load demo data")
-        self.new_button = QtWidgets.QPushButton(icon("new"), "New memory…")
-        self.new_button.setObjectName("emptyNewButton")
-        self.new_button.setAccessibleName("New memory")
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setObjectName("demoProgress")
-        self.progress.setMaximumWidth(360)
-        self.progress.hide()
-        buttons = QtWidgets.QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(self.demo_button)
-        buttons.addWidget(self.new_button)
-        buttons.addStretch(1)
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.addStretch(1)
-        for widget in (title, text):
-            layout.addWidget(widget, 0, QtCore.Qt.AlignmentFlag.AlignHCenter)
-        layout.addSpacing(12)
-        layout.addLayout(buttons)
-        layout.addWidget(self.progress, 0, QtCore.Qt.AlignmentFlag.AlignHCenter)
-        layout.addStretch(2)
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -260,6 +92,28 @@ class MainWindow(QtWidgets.QMainWindow):
     #: Emitted after the project list, the audit operations and the store's settings were read again.
     lists_loaded = Signal()
 
+    # The actions, one attribute per entry of memlens.gui.actions.ACTIONS.
+    act_new_store: QtGui.QAction
+    act_open: QtGui.QAction
+    act_import: QtGui.QAction
+    act_export: QtGui.QAction
+    act_settings: QtGui.QAction
+    act_quit: QtGui.QAction
+    act_new_memory: QtGui.QAction
+    act_edit: QtGui.QAction
+    act_pin: QtGui.QAction
+    act_forget: QtGui.QAction
+    act_find: QtGui.QAction
+    act_refresh: QtGui.QAction
+    act_consolidate: QtGui.QAction
+    act_sweep: QtGui.QAction
+    act_sweep_preview: QtGui.QAction
+    act_pause: QtGui.QAction
+    act_travel: QtGui.QAction
+    act_back_to_now: QtGui.QAction
+    act_demo: QtGui.QAction
+    act_about: QtGui.QAction
+
     def __init__(self, settings: QtCore.QSettings, *, clock: Callable[[], datetime] = utc_now, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("mainWindow")
@@ -275,8 +129,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.counts: dict[str, int] = {}
         self.is_empty = False
         self.dialog: QtWidgets.QDialog | None = None
-        self._data_version: int | None = None
-        self._poll_pending = False
         self._pending_select: int | None = None
         self._detail_id: int | None = None
         #: Pages a change made stale: "memories", "audit", "sessions"; each refreshes when next shown.
@@ -289,182 +141,64 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowIcon(icon("app"))
         self._build_actions()
         self._build_ui()
-        self._build_menus()
-        self._build_toolbar()
+        self._build_menus_and_toolbar()
         self._build_status()
-
-        self.scheduler = LifecycleScheduler(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000, self)
-        self.scheduler.strength_tick.connect(self.refresh_strengths)
-        self.scheduler.sweep_due.connect(self.run_sweep)
-        self.scheduler.countdown.connect(self._show_countdown)
-        self.scheduler.paused_changed.connect(self._paused_changed)
-        self.live_timer = QTimer(self)
-        self.live_timer.setObjectName("livePollTimer")
-        self.live_timer.setInterval(self.prefs.live_poll_ms)
-        self.live_timer.timeout.connect(self.poll_for_changes)
-        self.search_timer = QTimer(self)
-        self.search_timer.setObjectName("searchDebounce")
-        self.search_timer.setSingleShot(True)
-        self.search_timer.setInterval(SEARCH_DEBOUNCE_MS)
-        self.search_timer.timeout.connect(self.apply_query)
-        self.search_box.textChanged.connect(self.search_timer.start)
-        self.tasks.busy_changed.connect(lambda busy: self.busy_label.setText("Working…" if busy else ""))
+        self._build_timers()
         self._restore_state()
         self._set_store_actions(False)
 
     # --- construction ----------------------------------------------------------------------------------------
 
-    def _action(self, name: str, text: str, icon_name: str | None, slot: Callable[..., Any], shortcut: Any = None, tip: str = "") -> QtGui.QAction:
-        action = QtGui.QAction(text, self)
-        action.setObjectName(name)
-        if icon_name:
-            action.setIcon(icon(icon_name))
-        if shortcut is not None:
-            action.setShortcut(shortcut)
-        if tip:
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
-        action.triggered.connect(lambda _checked=False: slot())
-        self.addAction(action)
-        return action
-
     def _build_actions(self) -> None:
-        K = QtGui.QKeySequence
-        self.act_new_store = self._action("actionNewStore", "&New Store…", "new", self.new_store_dialog, K("Ctrl+Shift+N"), "Create an empty store file")
-        self.act_open = self._action("actionOpen", "&Open Store…", "open", self.open_store_dialog, K.StandardKey.Open, "Open another store file")
-        self.act_import = self._action("actionImport", "&Import…", "import", self.import_dialog, None, "Import memories from a file")
-        self.act_export = self._action("actionExport", "&Export…", "export", self.export_dialog, None, "Export memories to a file")
-        self.act_settings = self._action("actionSettings", "&Settings…", "settings", self.settings_dialog, K("Ctrl+,"), "Timers, thresholds, decay rates, LLM, theme")
-        self.act_quit = self._action("actionQuit", "&Quit", None, self.close, K.StandardKey.Quit)
-        self.act_new_memory = self._action("actionNewMemory", "&New Memory…", "new", self.new_memory_dialog, K.StandardKey.New, "Write a memory and preview what it would supersede")
-        self.act_edit = self._action("actionEdit", "&Edit…", "edit", self.edit_dialog, K("Ctrl+E"), EDIT_TIP)
-        self.act_pin = self._action("actionPin", "&Pin / Unpin", "pin", self.toggle_pin, K("Ctrl+P"), "Pinned memories are never swept")
-        self.act_forget = self._action("actionForget", "&Forget…", "forget", self.forget_selected, K(QtCore.Qt.Key.Key_Delete), "Erase the selected memories for good")
-        self.act_find = self._action("actionFind", "&Find", "search", self.focus_search, K.StandardKey.Find, "Search memories (full text)")
-        self.act_refresh = self._action("actionRefresh", "&Refresh", "refresh", self.refresh_all, K.StandardKey.Refresh, "Reload counts, rows and details")
-        self.act_refresh.setShortcuts([K(QtCore.Qt.Key.Key_F5)])
-        self.act_consolidate = self._action("actionConsolidate", "&Consolidate…", "consolidate", self.consolidate, K("Ctrl+Shift+C"), "Summarise sessions into episodes and episodes into knowledge")
-        self.act_sweep = self._action("actionSweepNow", "Run &Sweep Now", "sweep", self.sweep_now, K("Ctrl+Shift+S"), "Run the auto-forget sweep now")
-        self.act_sweep_preview = self._action("actionSweepPreview", "&Preview Next Sweep…", "preview", self.preview_sweep, None, "What the next sweep would forget (changes nothing)")
-        self.act_pause = self._action("actionPauseSweeps", "Pause &Automatic Sweeps", "pause", self.toggle_pause, None, "Pause or resume the automatic sweep timer")
-        self.act_pause.setCheckable(True)
-        self.act_travel = self._action("actionTimeTravel", "&Time Travel…", "time", self.time_travel_dialog, K("Ctrl+T"), "Preview the store at a later date (read-only)")
-        self.act_back_to_now = self._action("actionBackToNow", "&Back to Now", "back", lambda: self.set_time_travel(None), None, "Leave the time-travel preview")
-        self.act_demo = self._action("actionLoadDemo", "Load &Demo Data", "demo", self.load_demo, None, "Add a realistic demo of an agent's weeks of work")
-        self.act_about = self._action("actionAbout", "&About memlens", None, self.about)
-        self.view_actions: dict[str, QtGui.QAction] = {}
-        for n, key in enumerate((*LAYERS, "audit", "sessions"), start=1):
-            label = LAYER_LABELS.get(key, {"audit": "Audit Log", "sessions": "Sessions"}.get(key, key))
-            self.view_actions[key] = self._action(f"actionView_{key}", label, key, lambda k=key: self.sidebar.select(k), K(f"Ctrl+{n}"))
-        self.theme_actions = QtGui.QActionGroup(self)
-        for name in theme.THEMES:
-            act = QtGui.QAction(name.capitalize(), self, checkable=True)
-            act.setObjectName(f"actionTheme_{name}")
-            act.setChecked(name == self.prefs.theme)
-            act.triggered.connect(lambda _c=False, n=name: self.set_theme(n))
-            self.theme_actions.addAction(act)
+        self.registry = WindowActions(self, theme_name=self.prefs.theme, select_view=lambda key: self.sidebar.select(key), set_theme=self.set_theme)
+        for attr, action in self.registry.by_attr.items():
+            setattr(self, attr, action)
+        self.view_actions = self.registry.views
+        self.theme_actions = self.registry.themes
 
     def _build_ui(self) -> None:
         self.sidebar = Sidebar()
         self.sidebar.view_changed.connect(self._view_changed)
         self.sidebar.project_changed.connect(self._project_changed)
+        self.filter_bar = FilterBar()
+        self.filter_bar.changed.connect(self.apply_query)
+        bar = self.filter_bar
+        self.search_box, self.type_filter, self.tags_filter = bar.search_box, bar.type_filter, bar.tags_filter
+        self.all_versions, self.pinned_filter, self.expiring_filter = bar.all_versions, bar.pinned_filter, bar.expiring_filter
+        self.search_timer = bar.search_timer
+        self._build_table()
+        self.detail = DetailPane()
+        # A set minimum: the splitter then ignores how wide the shown memory's contents would like to be.
+        self.detail.setMinimumWidth(260)
+        self.detail.link_activated.connect(self._link)
+        self.detail.edit_requested.connect(self.edit_dialog)
+        self.detail.edit_button.setToolTip(EDIT_TIP)
+        self.detail.pin_requested.connect(lambda pinned: pin_shown(self, pinned, self._saved))
+        self.detail.forget_requested.connect(self.forget_detail)
+        self.audit_view = AuditView(None)
+        self.audit_view.target_activated.connect(self.go_to_memory)
+        self.sessions_view = SessionsView(None)
+        self.sessions_view.memory_activated.connect(self.go_to_memory)
+        self.travel_banner = TravelBanner()
+        self.travel_text, self.travel_list_button = self.travel_banner.text, self.travel_banner.list_button
+        self.travel_list_button.clicked.connect(self._show_travel_report)
+        self.travel_banner.back_button.clicked.connect(self.back_to_now)
+        self._lay_out()
 
-        # Memory page: filters, table (or the empty state), detail.
-        self.search_box = QtWidgets.QLineEdit()
-        self.search_box.setObjectName("searchBox")
-        self.search_box.setAccessibleName("Search")
-        self.search_box.setPlaceholderText("Search memories (Ctrl+F)")
-        self.search_box.setClearButtonEnabled(True)
-        self.search_box.addAction(icon("search"), QtWidgets.QLineEdit.ActionPosition.LeadingPosition)
-        self.type_filter = QtWidgets.QComboBox()
-        self.type_filter.setObjectName("typeFilter")
-        self.type_filter.setAccessibleName("Type filter")
-        self.type_filter.addItem("All types", "")
-        for t in KNOWN_TYPES:
-            self.type_filter.addItem(t, t)
-        self.tags_filter = QtWidgets.QLineEdit()
-        self.tags_filter.setObjectName("tagsFilter")
-        self.tags_filter.setAccessibleName("Tags filter")
-        self.tags_filter.setPlaceholderText("tags")
-        self.tags_filter.setClearButtonEnabled(True)
-        self.tags_filter.setMaximumWidth(140)
-        self.all_versions = QtWidgets.QCheckBox("All versions")
-        self.all_versions.setObjectName("allVersionsFilter")
-        self.all_versions.setToolTip("Also show superseded versions (otherwise latest only)")
-        self.pinned_filter = QtWidgets.QCheckBox("Pinned")
-        self.pinned_filter.setObjectName("pinnedFilter")
-        self.expiring_filter = QtWidgets.QCheckBox("Expiring soon")
-        self.expiring_filter.setObjectName("expiringFilter")
-        self.expiring_filter.setToolTip("TTL runs out within 7 days")
-        self.count_label = QtWidgets.QLabel()
-        self.count_label.setObjectName("countLabel")
-        self.search_box.setMinimumWidth(self.fontMetrics().horizontalAdvance("Search memories (Ctrl+F)") + 48)
-        # Two rows: at 1024 px one row squeezed the search box and the tags to "…".
-        search_row = QtWidgets.QHBoxLayout()
-        search_row.addWidget(self.search_box, 3)
-        search_row.addWidget(self.type_filter)
-        search_row.addWidget(self.tags_filter, 1)
-        check_row = QtWidgets.QHBoxLayout()
-        check_row.addWidget(self.all_versions)
-        check_row.addWidget(self.pinned_filter)
-        check_row.addWidget(self.expiring_filter)
-        check_row.addStretch(1)
-        filters = QtWidgets.QVBoxLayout()
-        filters.setSpacing(2)
-        filters.addLayout(search_row)
-        filters.addLayout(check_row)
-        self.type_filter.currentIndexChanged.connect(self.apply_query)
-        self.tags_filter.editingFinished.connect(self.apply_query)
-        for box in (self.all_versions, self.pinned_filter, self.expiring_filter):
-            box.toggled.connect(self.apply_query)
-
+    def _build_table(self) -> None:
         self.model = MemoryTableModel(None, self.now, self)
         self.model.pin_icon = icon("pin")
-        self.table = QtWidgets.QTableView()
-        self.table.setObjectName("memoryTable")
-        self.table.setAccessibleName("Memories")
-        self.table.setModel(self.model)
-        # The header asks whether each column is wholly selected (row by row, in Qt) to draw its sections; a selection
-        # model of its own keeps Select All over a million rows from scanning them all.
-        self.table.horizontalHeader().setSelectionModel(QtCore.QItemSelectionModel(self.model, self.table))
-        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        self.table.setShowGrid(False)
-        self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideRight)
-        self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(26)
-        self.table.setSortingEnabled(True)
-        self.table.sortByColumn(COLUMN_INDEX["created"], QtCore.Qt.SortOrder.DescendingOrder)
-        self.table.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
-        self.table.customContextMenuRequested.connect(self._table_menu)
-        header = self.table.horizontalHeader()
-        header.setSectionsMovable(True)
-        header.setHighlightSections(False)
-        header.setContextMenuPolicy(QtCore.Qt.ContextMenuPolicy.CustomContextMenu)
-        header.customContextMenuRequested.connect(self._header_menu)
-        self.strength_delegate = StrengthDelegate(self.table)
-        delegates: dict[str, QtWidgets.QStyledItemDelegate] = {"strength": self.strength_delegate, "snippet": SnippetDelegate(self.table)}
-        self._fitting = False
-        # Wide enough for a 7-digit id (the font decides, not a fixed number of pixels).
-        self._id_width = self.table.fontMetrics().horizontalAdvance("0000000") + 20
-        self._column_widths = {i: max(c.width, self._id_width) if c.key == "id" else c.width for i, c in enumerate(COLUMNS) if c.width is not None}
-        for section, column in enumerate(COLUMNS):
-            if column.width is None:
-                header.setSectionResizeMode(section, QtWidgets.QHeaderView.ResizeMode.Stretch)
-            else:
-                self.table.setColumnWidth(section, self._column_widths[section])
-            header.setSectionHidden(section, column.hidden or column.search_only)
-            if column.delegate is not None:
-                self.table.setItemDelegateForColumn(section, delegates[column.delegate])
+        self.table = MemoryTable(self.model)
+        self.table.context_actions = [self.registry.by_attr[attr] for attr in TABLE_MENU]
+        self.strength_delegate = self.table.strength_delegate
         self.table.selectionModel().currentRowChanged.connect(self._current_row_changed)
         self.table.selectionModel().selectionChanged.connect(self._selection_changed)
         self.model.counted.connect(self._update_count_label)
         self.model.rowsRemoved.connect(self._rows_removed)
         self.model.loaded.connect(self._model_loaded)
         self.model.load_failed.connect(lambda message: self.show_error("Could not read memories", MemlensError(message)))
-
+        self.count_label = QtWidgets.QLabel()
+        self.count_label.setObjectName("countLabel")
         self.empty_state = EmptyState()
         self.empty_state.demo_button.clicked.connect(self.load_demo)
         self.empty_state.new_button.clicked.connect(self.new_memory_dialog)
@@ -473,21 +207,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.table_stack.addWidget(self.table)
         self.table_stack.addWidget(self.empty_state)
 
+    def _lay_out(self) -> None:
         table_box = QtWidgets.QWidget()
         table_layout = QtWidgets.QVBoxLayout(table_box)
         table_layout.setContentsMargins(6, 6, 0, 0)
-        table_layout.addLayout(filters)
+        table_layout.addWidget(self.filter_bar)
         table_layout.addWidget(self.table_stack, 1)
         table_layout.addWidget(self.count_label)
-
-        self.detail = DetailPane()
-        # A set minimum: the splitter then ignores how wide the shown memory's contents would like to be.
-        self.detail.setMinimumWidth(260)
-        self.detail.link_activated.connect(self._link)
-        self.detail.edit_requested.connect(self.edit_dialog)
-        self.detail.edit_button.setToolTip(EDIT_TIP)
-        self.detail.pin_requested.connect(self._pin_from_detail)
-        self.detail.forget_requested.connect(self.forget_detail)
         self.memory_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.memory_splitter.setObjectName("memorySplitter")
         self.memory_splitter.addWidget(table_box)
@@ -497,49 +223,16 @@ class MainWindow(QtWidgets.QMainWindow):
         self.memory_splitter.setStretchFactor(0, 1)
         self.memory_splitter.setStretchFactor(1, 0)
         self.memory_splitter.setCollapsible(0, False)
-        self.table.viewport().installEventFilter(self)
-        header.sectionResized.connect(self._section_resized)
-
-        self.audit_view = AuditView(None)
-        self.audit_view.target_activated.connect(self.go_to_memory)
-        self.sessions_view = SessionsView(None)
-        self.sessions_view.memory_activated.connect(self.go_to_memory)
-
         self.pages = QtWidgets.QStackedWidget()
         self.pages.setObjectName("pages")
-        self.pages.addWidget(self.memory_splitter)
-        self.pages.addWidget(self.audit_view)
-        self.pages.addWidget(self.sessions_view)
-
-        # Time-travel banner above the pages.
-        self.travel_banner = QtWidgets.QFrame()
-        self.travel_banner.setObjectName("timeTravelBanner")
-        self.travel_text = QtWidgets.QLabel()
-        self.travel_text.setObjectName("timeTravelText")
-        self.travel_text.setWordWrap(True)
-        self.travel_text.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        self.travel_list_button = QtWidgets.QPushButton("What would be forgotten…")
-        self.travel_list_button.setObjectName("timeTravelList")
-        self.travel_list_button.clicked.connect(self._show_travel_report)
-        self.travel_list_button.setEnabled(False)
-        back = QtWidgets.QPushButton(icon("back"), "Back to now")
-        back.setObjectName("timeTravelBack")
-        back.clicked.connect(lambda: self.set_time_travel(None))
-        banner_layout = QtWidgets.QHBoxLayout(self.travel_banner)
-        banner_layout.setContentsMargins(10, 6, 10, 6)
-        banner_layout.addWidget(icon_label("time"))
-        banner_layout.addWidget(self.travel_text, 1)
-        banner_layout.addWidget(self.travel_list_button)
-        banner_layout.addWidget(back)
-        self.travel_banner.hide()
-
+        for page in (self.memory_splitter, self.audit_view, self.sessions_view):
+            self.pages.addWidget(page)
         right = QtWidgets.QWidget()
         right_layout = QtWidgets.QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
         right_layout.setSpacing(4)
         right_layout.addWidget(self.travel_banner)
         right_layout.addWidget(self.pages, 1)
-
         self.main_splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.main_splitter.setObjectName("mainSplitter")
         self.main_splitter.addWidget(self.sidebar)
@@ -548,98 +241,34 @@ class MainWindow(QtWidgets.QMainWindow):
         self.main_splitter.setSizes([180, 1220])
         self.setCentralWidget(self.main_splitter)
 
-    def _build_menus(self) -> None:
-        bar = self.menuBar()
-        file_menu = bar.addMenu("&File")
-        file_menu.addAction(self.act_new_store)
-        file_menu.addAction(self.act_open)
-        self.recent_menu = file_menu.addMenu("Open &Recent")
-        self.recent_menu.setObjectName("recentMenu")
-        file_menu.addSeparator()
-        file_menu.addAction(self.act_import)
-        file_menu.addAction(self.act_export)
-        file_menu.addAction(self.act_demo)
-        file_menu.addSeparator()
-        file_menu.addAction(self.act_settings)
-        file_menu.addSeparator()
-        file_menu.addAction(self.act_quit)
-        edit_menu = bar.addMenu("&Edit")
-        for act in (self.act_new_memory, self.act_edit, self.act_pin, self.act_forget):
-            edit_menu.addAction(act)
-        edit_menu.addSeparator()
-        edit_menu.addAction(self.act_find)
-        view_menu = bar.addMenu("&View")
-        for act in self.view_actions.values():
-            view_menu.addAction(act)
-        view_menu.addSeparator()
-        view_menu.addAction(self.act_refresh)
-        view_menu.addAction(self.act_travel)
-        view_menu.addAction(self.act_back_to_now)
-        theme_menu = view_menu.addMenu("T&heme")
-        for act in self.theme_actions.actions():
-            theme_menu.addAction(act)
-        life = bar.addMenu("&Lifecycle")
-        for act in (self.act_consolidate, self.act_sweep, self.act_sweep_preview, self.act_pause):
-            life.addAction(act)
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self.act_about)
+    def _build_menus_and_toolbar(self) -> None:
+        self.recent_menu = self.registry.build_menus(self.menuBar())
         self._fill_recent()
-
-    def _build_toolbar(self) -> None:
         tb = self.addToolBar("Main")
         tb.setObjectName("mainToolbar")
         tb.setMovable(False)
         tb.setIconSize(QtCore.QSize(20, 20))
         tb.setToolButtonStyle(QtCore.Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        for act in (self.act_new_memory, self.act_forget):
-            tb.addAction(act)
-        tb.addSeparator()
-        for act in (self.act_consolidate, self.act_sweep, self.act_pause, self.act_sweep_preview):
-            tb.addAction(act)
-        tb.addSeparator()
-        self.travel_combo = QtWidgets.QComboBox()
-        self.travel_combo.setObjectName("timeTravel")
-        self.travel_combo.setAccessibleName("Time travel")
-        self.travel_combo.setToolTip("Preview the store at a later date (read-only)")
-        for label, delta in TRAVEL_CHOICES:
-            self.travel_combo.addItem(icon("time"), label, delta if delta is not None else "now")
-        self.travel_combo.addItem(icon("time"), "Pick a date…", "pick")
+        self.travel_combo = TravelCombo()
         self.travel_combo.activated.connect(self._travel_chosen)
-        tb.addWidget(self.travel_combo)
-        tb.addSeparator()
-        tb.addAction(self.act_refresh)
-        tb.addAction(self.act_settings)
+        self.registry.build_toolbar(tb, {"travel": self.travel_combo})
 
     def _build_status(self) -> None:
-        status = self.statusBar()
-        status.setObjectName("statusBar")
-        self.busy_label = QtWidgets.QLabel()
-        self.busy_label.setObjectName("busyLabel")
-        self.live_label = QtWidgets.QLabel()
-        self.live_label.setObjectName("liveLabel")
-        self.countdown_label = QtWidgets.QLabel()
-        self.countdown_label.setObjectName("sweepCountdown")
-        self.countdown_label.setToolTip("Time to the next automatic sweep (Lifecycle menu: run now, pause, preview)")
-        # A running sweep's progress and its Cancel (it stops before its next batch of erasures).
-        self.sweep_progress = QtWidgets.QProgressBar()
-        self.sweep_progress.setObjectName("sweepProgress")
-        self.sweep_progress.setAccessibleName("Sweep progress")
-        self.sweep_progress.setMaximumWidth(160)
-        self.sweep_progress.setFormat("sweep %v/%m")
-        self.sweep_progress.hide()
-        self.sweep_cancel = QtWidgets.QToolButton()
-        self.sweep_cancel.setObjectName("sweepCancel")
-        self.sweep_cancel.setAccessibleName("Cancel the sweep")
-        self.sweep_cancel.setText("Cancel")
-        self.sweep_cancel.setToolTip("Stop the sweep after the batch it is erasing (what it erased stays erased)")
-        self.sweep_cancel.hide()
-        status.addPermanentWidget(self.sweep_progress)
-        status.addPermanentWidget(self.sweep_cancel)
-        self._sweep_cancel_slot: Callable[[], None] | None = None
-        self.sweep_cancel.clicked.connect(lambda: self._sweep_cancel_slot() if self._sweep_cancel_slot is not None else None)
-        status.addPermanentWidget(self.busy_label)
-        status.addPermanentWidget(self.live_label)
-        status.addPermanentWidget(self.countdown_label)
+        self.status = StatusBar()
+        self.setStatusBar(self.status)
+        self.busy_label, self.live_label, self.countdown_label = self.status.busy_label, self.status.live_label, self.status.countdown_label
+        self.sweep_progress, self.sweep_cancel = self.status.sweep_progress, self.status.sweep_cancel
+        self.tasks.busy_changed.connect(self.status.show_busy)
+
+    def _build_timers(self) -> None:
+        self.scheduler = LifecycleScheduler(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000, self)
+        self.scheduler.strength_tick.connect(self.refresh_strengths)
+        self.scheduler.sweep_due.connect(self.run_sweep)
+        self.scheduler.countdown.connect(lambda seconds: self.status.show_countdown(seconds if self.path is not None else None))
+        self.scheduler.paused_changed.connect(self._paused_changed)
+        self.live = LiveView(lambda: self.reader, self.live_label, self.clock, self.prefs.live_poll_ms, self)
+        self.live.changed.connect(self.refresh_all)
+        self.live_timer = self.live.live_timer
 
     # --- state -------------------------------------------------------------------------------------------------
 
@@ -658,13 +287,13 @@ class MainWindow(QtWidgets.QMainWindow):
         """True while previewing a later date (nothing may be written)."""
         return self.travel is not None
 
+    def say(self, message: str, timeout_ms: int = 5000) -> None:
+        """Show ``message`` in the status bar for ``timeout_ms``."""
+        self.statusBar().showMessage(message, timeout_ms)
+
     def _set_store_actions(self, has_store: bool) -> None:
         writable = has_store and not self.read_only()
-        for act in (self.act_new_memory, self.act_edit, self.act_pin, self.act_forget, self.act_consolidate, self.act_sweep, self.act_import, self.act_demo):
-            act.setEnabled(writable)
-        for act in (self.act_export, self.act_refresh, self.act_sweep_preview, self.act_travel, self.act_pause):
-            act.setEnabled(has_store)
-        self.act_back_to_now.setEnabled(self.read_only())
+        self.registry.set_enabled(has_store=has_store, travelling=self.read_only())
         self.travel_combo.setEnabled(has_store)
         self.empty_state.demo_button.setEnabled(writable)
         self.empty_state.new_button.setEnabled(writable)
@@ -722,6 +351,30 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _activate_store(self, path: Path, settings: StoreSettings) -> None:
         self._close_store()
+        self._attach_reader(path, settings)
+        self.prefs.add_recent(path)
+        self.prefs.save(self.settings)
+        self._fill_recent()
+        self.setWindowTitle(f"memlens - {path}")
+        now = QtCore.QDateTime.fromSecsSinceEpoch(int(self.clock().timestamp()))
+        self.audit_view.since.setDateTime(now.addDays(-7))
+        self.audit_view.until.setDateTime(now)
+        self._set_store_actions(True)
+        self._expiries_seen = None
+        # The first poll sets the baseline before anything is read, so a commit by another process after it is seen.
+        self.live.start(self.prefs.live_poll_ms)
+        # The visible rows first (the reader works in order), then the counts and lists around them.
+        self._view_changed(self.sidebar.current_view())
+        self.refresh_counts()
+        self.refresh_lists()
+        self._check_expiries()  # the baseline for the strength ticks
+        self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
+        self.scheduler.start(paused=self.prefs.sweeps_paused)
+        self.refresh_sweep_marks()  # for the sweep the timer now schedules
+        self.say(f"Opened {path}", 5000)
+        self.store_opened.emit(str(path))
+
+    def _attach_reader(self, path: Path, settings: StoreSettings) -> None:
         self.path = path
         self.tasks.path = path
         self.reader = StoreReader(path, self)
@@ -732,31 +385,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.sessions_view.set_reader(self.reader)
         self.detail.clear()
         self._detail_id = None
-        self.prefs.add_recent(path)
-        self.prefs.save(self.settings)
-        self._fill_recent()
-        self.setWindowTitle(f"memlens - {path}")
-        now = QtCore.QDateTime.fromSecsSinceEpoch(int(self.clock().timestamp()))
-        self.audit_view.since.setDateTime(now.addDays(-7))
-        self.audit_view.until.setDateTime(now)
-        self._set_store_actions(True)
-        self._data_version = None
-        self._poll_pending = False
-        self._expiries_seen = None
-        # The first poll sets the baseline before anything is read, so a commit by another process after it is seen.
-        self.poll_for_changes()
-        # The visible rows first (the reader works in order), then the counts and lists around them.
-        self._view_changed(self.sidebar.current_view())
-        self.refresh_counts()
-        self.refresh_lists()
-        self._check_expiries()  # the baseline for the strength ticks
-        self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
-        self.scheduler.start(paused=self.prefs.sweeps_paused)
-        self.refresh_sweep_marks()  # for the sweep the timer now schedules
-        self.live_timer.setInterval(self.prefs.live_poll_ms)
-        self.live_timer.start()
-        self.statusBar().showMessage(f"Opened {path}", 5000)
-        self.store_opened.emit(str(path))
 
     def _close_store(self) -> None:
         self.scheduler.stop()
@@ -785,29 +413,14 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def new_store_dialog(self) -> None:
         """File > New Store: choose where, then create and open it."""
-        start = str(self.path.parent if self.path else default_store_path().parent)
-        name = choose_save_file(self, "New store", os.path.join(start, "memory.db"), "memlens stores (*.db);;All files (*)")
-        if name:
-            target = Path(name)
-            if target.exists():
-                self.show_error("Cannot create store", MemlensError(f"{target} already exists; use File > Open to open it."))
-                return
-            self.open_store(target, create=True)
+        new_store_dialog(self)
 
     def open_store_dialog(self) -> None:
         """File > Open: choose an existing store."""
-        start = str(self.path.parent if self.path else default_store_path().parent)
-        name = choose_open_file(self, "Open store", start, "memlens stores (*.db);;All files (*)")
-        if name:
-            self.open_store(name, create=False)
+        open_store_dialog(self)
 
     def _fill_recent(self) -> None:
-        self.recent_menu.clear()
-        for n, path in enumerate(self.prefs.recent_files, start=1):
-            act = self.recent_menu.addAction(f"&{n} {path}")
-            act.setObjectName(f"recentFile{n}")
-            act.triggered.connect(lambda _c=False, p=path: self.open_store(p, create=False))
-        self.recent_menu.setEnabled(bool(self.prefs.recent_files))
+        fill_recent(self.recent_menu, self.prefs.recent_files, lambda path: self.open_store(path, create=False))
 
     # --- errors ------------------------------------------------------------------------------------------------
 
@@ -856,18 +469,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def current_query(self) -> MemoryQuery:
         """The query the sidebar and filter bar describe (keeping the table's current order)."""
         view = self.sidebar.current_view()
-        layer = view if view in LAYERS else None
-        tags = tuple(t.strip() for t in self.tags_filter.text().split(",") if t.strip())
-        type_ = str(self.type_filter.currentData())
-        return MemoryQuery(
-            layer=layer,
+        return self.filter_bar.query(
+            layer=view if view in LAYERS else None,
             project=self.sidebar.current_project(),
-            types=(type_,) if type_ else (),
-            tags=tags,
-            latest_only=not self.all_versions.isChecked(),
-            pinned_only=self.pinned_filter.isChecked(),
-            expiring_soon=self.expiring_filter.isChecked(),
-            text=self.search_box.text().strip(),
             order_by=self.model.query.order_by,
             descending=self.model.query.descending,
         )
@@ -884,24 +488,13 @@ class MainWindow(QtWidgets.QMainWindow):
             self._show_sort_order()
 
     def _show_sort_order(self) -> None:
-        """Show the search-only columns (Score) during a search, and the model's order in the header's indicator."""
-        header = self.table.horizontalHeader()
-        searching = bool(self.model.query.text.strip())
-        for section, column in enumerate(COLUMNS):
-            if column.search_only:
-                header.setSectionHidden(section, not searching)
-        section, order = self.model.sort_column()
-        # Only the indicator: the model has already ordered its rows (a search starts in score order).
-        header.blockSignals(True)
-        header.setSortIndicator(section, order)
-        header.blockSignals(False)
+        self.table.show_sort_order()
 
     def focus_search(self) -> None:
         """Ctrl+F: go to the memories and put the cursor in the search box."""
         if self.pages.currentWidget() is not self.memory_splitter:
             self.sidebar.select("all")
-        self.search_box.setFocus(QtCore.Qt.FocusReason.ShortcutFocusReason)
-        self.search_box.selectAll()
+        self.filter_bar.focus_search()
 
     def _update_count_label(self, total: int) -> None:
         loaded = self.model.rowCount()
@@ -916,21 +509,14 @@ class MainWindow(QtWidgets.QMainWindow):
     def _model_loaded(self) -> None:
         if self.model.total is not None:
             self._update_count_label(self.model.total)
-        if self._pending_select is not None:
-            row = self.model.row_of(self._pending_select)
-            if row >= 0:
-                self._pending_select = None
-                self.table.selectRow(row)
-                self.table.scrollTo(self.model.index(row, 0))
+        if self._pending_select is not None and self.table.select_memory(self._pending_select):
+            self._pending_select = None
 
     # --- selection and detail ----------------------------------------------------------------------------------
 
     def selected_ids(self) -> list[int]:
         """Ids of the selected memories, in table order."""
-        # From the selection's ranges, not one index per row: selecting all of a million rows stays instant.
-        selection = self.table.selectionModel().selection()
-        ranges = [(r.top(), r.bottom()) for r in (selection.at(i) for i in range(selection.size())) if r.isValid()]
-        return self.model.ids_in_rows(ranges)  # type: ignore[return-value]  # the memory table's ids are ints
+        return self.table.selected_ids()
 
     def _current_row_changed(self, current: QtCore.QModelIndex, _previous: QtCore.QModelIndex) -> None:
         memory_id = current.data(ID_ROLE) if current.isValid() else None
@@ -1015,11 +601,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.sidebar.select(view)
             if not memory.is_latest and not self.all_versions.isChecked():
                 self.all_versions.setChecked(True)
-            row = self.model.row_of(memory.id)
-            if row >= 0:
-                self.table.selectRow(row)
-                self.table.scrollTo(self.model.index(row, 0))
-            else:
+            if not self.table.select_memory(memory.id):
                 self._pending_select = memory.id
             self.show_memory(memory.id)
 
@@ -1044,70 +626,6 @@ class MainWindow(QtWidgets.QMainWindow):
         elif kind == "session":
             self.sidebar.select("sessions")
             self.sessions_view.select_session(value)
-
-    def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
-        if watched is self.table.viewport() and event.type() == QtCore.QEvent.Type.Resize:
-            self.fit_columns()
-        return super().eventFilter(watched, event)
-
-    def _section_resized(self, section: int, _old: int, new: int) -> None:
-        if section != COLUMN_INDEX["title"] and not self._fitting:
-            self._column_widths[section] = new  # the person's choice, given up only while the table is too narrow
-            self.fit_columns()
-
-    def fit_columns(self) -> None:
-        """Keep the text (title) column the widest: when the table is too narrow for every column at its width,
-        the other columns give up room in proportion (down to their header's width), never the title."""
-        header = self.table.horizontalHeader()
-        title = COLUMN_INDEX["title"]
-        others = [i for i in range(len(COLUMNS)) if i != title and not header.isSectionHidden(i)]
-        if not others:
-            return
-        available = self.table.viewport().width()
-        wanted = {i: self._column_widths.get(i, COLUMNS[i].width or 80) for i in others}
-        # Scaled so that the title keeps more than the widest other column, and a third of the table at least.
-        total, widest = sum(wanted.values()), max(wanted.values())
-        scale = min(1.0, (available - 24) / (total + widest), (available * 2 / 3) / total)
-        fm = header.fontMetrics()
-        sizes: dict[int, int] = {}
-        for i, width in wanted.items():
-            floor = fm.horizontalAdvance(str(COLUMNS[i].header)) + 14
-            if COLUMNS[i].key == "id":
-                floor = max(floor, self._id_width)  # ids of 7 digits stay whole
-            sizes[i] = max(floor, int(width * scale))
-        # Too many columns for their headers (a search over all layers at 1024 px): rather than squeeze the title
-        # to nothing and scroll sideways, the others go below their header's width (it is elided), ids excepted.
-        excess = sum(sizes.values()) - int(available * 2 / 3)
-        soft = {i: w - NARROWEST_COLUMN for i, w in sizes.items() if COLUMNS[i].key != "id" and w > NARROWEST_COLUMN}
-        if excess > 0 and soft:
-            share = min(1.0, excess / sum(soft.values()))
-            for i, spare in soft.items():
-                sizes[i] -= int(spare * share)
-        self._fitting = True
-        try:
-            for i, width in sizes.items():
-                header.resizeSection(i, width)
-        finally:
-            self._fitting = False
-
-    def _header_menu(self, pos: QtCore.QPoint) -> None:
-        """Right-click on the header: show or hide columns."""
-        header = self.table.horizontalHeader()
-        menu = QtWidgets.QMenu(self)
-        for section, column in enumerate(COLUMNS):
-            if not column.hideable or column.search_only:
-                continue
-            act = menu.addAction(column.header if column.header != "#" else "Id")
-            act.setCheckable(True)
-            act.setChecked(not header.isSectionHidden(section))
-            act.toggled.connect(lambda on, sec=section: header.setSectionHidden(sec, not on))
-        menu.popup(header.mapToGlobal(pos))
-
-    def _table_menu(self, pos: QtCore.QPoint) -> None:
-        menu = QtWidgets.QMenu(self)
-        for act in (self.act_edit, self.act_pin, self.act_forget):
-            menu.addAction(act)
-        menu.popup(self.table.viewport().mapToGlobal(pos))
 
     # --- refreshing --------------------------------------------------------------------------------------------
 
@@ -1190,29 +708,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def operation_did_execute(self, name: str, changes: OpChanges) -> None:
         """A write called ``name`` succeeded: refresh what ``changes`` names and emit ``write_finished(name)``."""
-        self._absorb_own_write()
+        self.live.absorb_own_write()
         self.apply_changes(changes)
         self.write_finished.emit(name)
-
-    def _absorb_own_write(self) -> None:
-        """Take the store's data version after our own write as the live poll's baseline.
-
-        Operations write on connections of their own, which the poll cannot tell from another process's: without
-        this, every operation would be followed by a refresh of everything. (Another process committing in the
-        moment between the two is seen at its next commit.)"""
-        if self.reader is None:
-            return
-        self._poll_pending = True  # a poll already queued is made obsolete by this request (same key)
-
-        def seen(value: int) -> None:
-            self._poll_pending = False
-            self._data_version = value
-
-        def failed(error: BaseException) -> None:
-            self._poll_pending = False
-            self.live_label.setText(f"live view paused: {error}")
-
-        self.reader.submit("poll", lambda store: store.data_version(), seen, failed)
 
     def apply_changes(self, changes: OpChanges) -> None:
         """Refresh only the views ``changes`` names: the visible page at once, a hidden audit or sessions page when
@@ -1278,28 +776,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def poll_for_changes(self) -> None:
         """The live view: if another connection committed since the last poll, refresh everything in place."""
-        if self.reader is None or self._poll_pending:
-            return
-        self._poll_pending = True
+        self.live.poll()
 
-        def version(store: MemoryStore) -> int:
-            return store.data_version()
-
-        def seen(value: int) -> None:
-            self._poll_pending = False
-            changed = self._data_version is not None and value != self._data_version
-            self._data_version = value
-            if changed:
-                self.live_label.setText(f"updated {fmt.when(self.clock())}")
-                self.refresh_all()
-
-        def failed(error: BaseException) -> None:
-            self._poll_pending = False
-            self.live_label.setText(f"live view paused: {error}")
-
-        self.reader.submit("poll", version, seen, failed)
-
-    # --- writes ------------------------------------------------------------------------------------------------
+    # --- dialogs and operations --------------------------------------------------------------------------------
 
     def dialog_parent(self) -> QtWidgets.QWidget:
         """Operations' dialogs belong to the window."""
@@ -1328,66 +807,20 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def forget_ids(self, ids: list[int]) -> None:
         """Read what would be erased, then ask for confirmation (the dialog is ``self.dialog``)."""
-        if self.reader is None or self.read_only():
-            return
-        self.reader.submit("forget-plan", lambda store: load_forget_plan(store, ids), self._confirm_forget, lambda e: self.show_error("Cannot forget", e))
-
-    def _confirm_forget(self, plan: ForgetPlan) -> None:
-        if not plan.memories:
-            self.show_error("Nothing to forget", MemlensError("The selected memories are already gone."))
-            return
-        dialog = ForgetDialog(plan, self)
-        ids = [m.id for m in plan.memories]
-
-        def accepted() -> None:
-            whole_chain, reason = dialog.values()
-            forget_memories(self, ids, reason=reason, whole_chain=whole_chain, now=self.clock()).success(
-                lambda result: self.statusBar().showMessage(f"Forgot {fmt.plural(len(result.erased), 'memory version', 'memory versions')}.", 8000)
-            ).run_in_background()
-
-        dialog.accepted.connect(accepted)
-        self.open_dialog(dialog)
+        ask_to_forget(self, ids)
 
     def new_memory_dialog(self) -> None:
         """Ctrl+N: the supersede-preview dialog, then store what the person chose."""
-        if self.reader is None or self.read_only():
-            return
         projects = [self.sidebar.project.itemData(i) for i in range(1, self.sidebar.project.count())]
-        dialog = NewMemoryDialog(self.reader, self.clock, projects, self.sidebar.current_project(), self)
+        open_new_memory_dialog(self, projects, self.sidebar.current_project())
 
-        def stored(memory: Memory) -> None:
-            what = f"as version {memory.version} of #{memory.parent_id}" if memory.parent_id else "as a new memory"
-            self.statusBar().showMessage(f"Stored #{memory.id} {what}.", 8000)
-            self.go_to_memory(memory.id)
-
-        def accepted() -> None:
-            c = dialog.candidate()
-            op = remember(
-                self, c.content, type=c.type, project=c.project, tags=list(c.tags), supersede=c.supersede,
-                supersede_id=c.supersede_id, now=self.clock(),
-            )
-            op.success(stored).run_in_background()
-
-        dialog.accepted.connect(accepted)
-        self.open_dialog(dialog)
-
-    def _current_memory(self) -> Memory | None:
+    def current_memory(self) -> Memory | None:
+        """The memory the detail pane shows."""
         return self.detail.data.memory if self.detail.data is not None else None
 
     def edit_dialog(self) -> None:
         """Ctrl+E: edit the shown memory's importance, tags, pinning, project and TTL."""
-        memory = self._current_memory()
-        if memory is None or self.read_only():
-            return
-        dialog = EditDialog(memory, self, now=self.clock())  # TTL days count from the window's clock
-
-        def accepted() -> None:
-            changes = dialog.changes()
-            if changes:
-                self.update_memory(memory.id, changes)
-
-        dialog.accepted.connect(accepted)
-        self.open_dialog(dialog)
+        open_edit_dialog(self, self._saved)
 
     def update_memory(self, memory_id: int, changes: dict[str, Any]) -> None:
         """Apply ``MemoryStore.update`` changes in the background."""
@@ -1395,44 +828,15 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _saved(self, memory: Memory) -> None:
         self.model.update_memory(memory)
-        self.statusBar().showMessage(f"Saved #{memory.id}.", 5000)
+        self.say(f"Saved #{memory.id}.", 5000)
 
     def toggle_pin(self) -> None:
         """Ctrl+P: pin or unpin the shown memory."""
-        memory = self._current_memory()
-        if memory is not None:
-            set_pinned(self, memory.id, not memory.pinned, now=self.clock()).success(self._saved).run_in_background()
-
-    def _pin_from_detail(self, pinned: bool) -> None:
-        memory = self._current_memory()
-        if memory is not None and memory.pinned != pinned:
-            set_pinned(self, memory.id, pinned, now=self.clock()).success(self._saved).run_in_background()
+        pin_shown(self, None, self._saved)
 
     def load_demo(self) -> None:
         """Write the demo (a few weeks of an agent's work) into this store, in the background."""
-        if self.path is None or self.read_only():
-            return
-        progress = self.empty_state.progress
-        progress.show()
-        progress.setRange(0, 0)
-        self.empty_state.demo_button.setEnabled(False)
-
-        def step(done: int, total: int, _text: str) -> None:
-            if total:
-                progress.setRange(0, total)
-                progress.setValue(done)
-
-        def finished(summary: demo.DemoSummary) -> None:
-            progress.hide()
-            self.empty_state.demo_button.setEnabled(True)
-            self.statusBar().showMessage(f"Demo loaded: {summary.describe()}", 10000)
-
-        def failed(error: BaseException) -> None:
-            progress.hide()
-            self.empty_state.demo_button.setEnabled(True)
-            self.show_error("Could not load the demo", error)
-
-        load_demo(self, now=self.clock()).success(finished).failure(failed).with_progress(step).run_in_background()
+        start_demo(self, self.empty_state.progress, self.empty_state.demo_button)
 
     # --- lifecycle: sweep, consolidate, time travel -------------------------------------------------------------
 
@@ -1442,47 +846,12 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def run_sweep(self) -> None:
         """Run the auto-forget sweep in the background (skipped while one runs or while time travelling)."""
-        if self.path is None or self.read_only() or self.tasks.running("sweep"):
-            return
 
-        def step(done: int, total: int, _text: str) -> None:
-            self.sweep_progress.setRange(0, max(total, 1))
-            self.sweep_progress.setValue(done)
-
-        def ended() -> None:
-            self.sweep_progress.hide()
-            self.sweep_cancel.hide()
-            self.sweep_cancel.setEnabled(True)
-
-        def done(report: SweepReport) -> None:
-            ended()
+        def finished(report: SweepReport) -> None:
             self.refresh_sweep_marks()  # the timer restarted: the next sweep is an interval away
-            acted = fmt.plural(len(report.decisions), "memory", "memories")
-            parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
-            if report.stopped:
-                self.statusBar().showMessage(f"Sweep cancelled after acting on {acted} ({parts or 'none'}); the next sweep does the rest.", 10000)
-            elif report.decisions:
-                self.statusBar().showMessage(f"Sweep acted on {acted} ({parts}).", 10000)
-            else:
-                self.statusBar().showMessage("Sweep: nothing to forget.", 5000)
             self.sweep_finished.emit(report)
 
-        def failed(error: BaseException) -> None:
-            ended()
-            self.show_error("The sweep failed", error)
-
-        handle = run_sweep(self, now=self.clock()).success(done).failure(failed).with_progress(step).run_in_background()
-        if handle is not None:
-            self.sweep_progress.setRange(0, 0)  # busy until the first batch is done
-            self.sweep_progress.show()
-            self.sweep_cancel.show()
-
-            def cancel() -> None:
-                handle.cancel()
-                self.sweep_cancel.setEnabled(False)
-                self.statusBar().showMessage("Stopping the sweep after its current batch…", 5000)
-
-            self._sweep_cancel_slot = cancel
+        start_sweep(self, self.status, finished)
 
     def next_sweep_at(self) -> datetime:
         """When the next automatic sweep runs (while time travelling: the date shown). The sweep preview and the
@@ -1506,18 +875,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def preview_sweep(self) -> None:
         """What the next automatic sweep would do, as a list (dry run: changes nothing)."""
-        if self.path is None:
-            return
-        when = self.next_sweep_at()
-
-        def shown(report: SweepReport) -> None:
-            title = "Next sweep preview" if not self.read_only() else f"Sweep preview at {fmt.when(when)}"
-            dialog = SweepPreviewDialog(report, title, self)
-            dialog.memory_activated.connect(self.go_to_memory)
-            self.open_dialog(dialog)
-            self.sweep_previewed.emit(report)
-
-        preview_sweep(self, at=when).success(shown).run_in_background()
+        if self.path is not None:
+            show_sweep_preview(self, self.next_sweep_at(), self.sweep_previewed.emit)
 
     def toggle_pause(self) -> None:
         """Pause or resume automatic sweeps."""
@@ -1534,76 +893,33 @@ class MainWindow(QtWidgets.QMainWindow):
         self.act_pause.setIcon(icon("play" if paused else "pause"))
         self.act_pause.setText("Resume &Automatic Sweeps" if paused else "Pause &Automatic Sweeps")
 
-    def _show_countdown(self, seconds: int) -> None:
-        if self.path is None:
-            self.countdown_label.setText("")
-        elif seconds < 0:
-            self.countdown_label.setText("Automatic sweeps paused")
-        else:
-            self.countdown_label.setText(f"Next sweep in {fmt.countdown(seconds)}")
-
     def llm_config(self) -> tuple[LLMConfig | None, str]:
         """The LLM endpoint from Settings (else the MEMLENS_LLM_* environment), and a sentence saying which is used."""
         return LLMConfig.resolve(self.prefs.llm_base_url, self.prefs.llm_model)
 
     def consolidate(self) -> None:
         """Run consolidation in the background with a progress dialog that can cancel it."""
-        if self.path is None or self.read_only():
-            return
-        if self.tasks.running("consolidate"):
-            if self.dialog is not None:
-                self.dialog.raise_()
-            return
-        try:
-            llm, note = self.llm_config()
-        except LLMError as error:
-            self.show_error("Cannot consolidate", error)
-            return
-        dialog = ConsolidateDialog(note, self)
-        dialog.memory_activated.connect(self.go_to_memory)
-
-        def done(result: ConsolidateResult) -> None:
-            report, titles = result
-            dialog.show_report(report, titles)
-            if report.error:
-                self.show_error("Consolidation failed", LLMError(report.error))
-            self.consolidate_finished.emit(report)
-
-        def failed(error: BaseException) -> None:
-            dialog.show_failure(str(error))
-            self.show_error("Consolidation failed", error)
-
-        self.open_dialog(dialog)
-        handle = consolidate(self, now=self.clock(), llm=llm).success(done).failure(failed).with_progress(dialog.set_progress).run_in_background()
-        if handle is not None:
-            dialog.cancel_requested.connect(handle.cancel)
+        start_consolidation(self, self.llm_config, self.consolidate_finished.emit)
 
     def _travel_chosen(self, index: int) -> None:
-        data = self.travel_combo.itemData(index)
-        if data == "pick":
+        offset = self.travel_combo.offset(index)
+        if offset == "pick":
             self.time_travel_dialog()
-        elif isinstance(data, timedelta):
-            self.set_time_travel(self.clock() + data)
+        elif isinstance(offset, timedelta):
+            self.set_time_travel(self.clock() + offset)
         else:
             self.set_time_travel(None)
 
     def time_travel_dialog(self) -> None:
         """Pick a date to preview the store at."""
-        if self.path is None:
-            return
-        dialog = TimeTravelDialog(self.clock(), self.travel, self)
-        dialog.accepted.connect(lambda: self.set_time_travel(dialog.value()))
-        dialog.rejected.connect(self._sync_travel_combo)
-        self.open_dialog(dialog)
+        open_time_travel_dialog(self, self.set_time_travel, self._sync_travel_combo)
 
     def _sync_travel_combo(self) -> None:
-        self.travel_combo.blockSignals(True)
-        if self.travel is None:
-            self.travel_combo.setCurrentIndex(0)
-        else:
-            match = closest_choice(self.travel, self.clock())
-            self.travel_combo.setCurrentIndex(match if match is not None else self.travel_combo.count() - 1)
-        self.travel_combo.blockSignals(False)
+        self.travel_combo.show_date(self.travel, self.clock())
+
+    def back_to_now(self) -> None:
+        """Leave the time-travel preview."""
+        self.set_time_travel(None)
 
     def set_time_travel(self, when: datetime | None) -> None:
         """Show the store as it will be at ``when`` (read-only), or back at now with None."""
@@ -1616,9 +932,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if when is None:
             self.travel_banner.hide()
         else:
-            self.travel_text.setText(f"<b>Previewing {fmt.when(when)}</b> ({fmt.relative(when, self.clock())}), read-only. Working out what will have faded or expired…")
-            self.travel_list_button.setEnabled(False)
-            self.travel_banner.show()
+            self.travel_banner.show_previewing(when, self.clock())
             self._preview_travel(when)
         self.model.reload()
         self.apply_changes(TIME_MOVED)
@@ -1626,41 +940,21 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _preview_travel(self, when: datetime) -> None:
         def shown(report: SweepReport) -> None:
-            if self.travel != when:
-                return
-            self.travel_report = report
-            self.travel_text.setText(
-                f"<b>Previewing {fmt.when(when)}</b> ({fmt.relative(when, self.clock())}), read-only: strengths, TTLs and counts "
-                f"as they will be; {forecast(report)}."
-            )
-            self.travel_list_button.setEnabled(bool(report.decisions))
+            if self.travel == when:
+                self.travel_report = report
+                self.travel_banner.show_forecast(when, self.clock(), report)
 
         preview_at(self, when).success(shown).run_in_background()
 
     def _show_travel_report(self) -> None:
         if self.travel_report is not None and self.travel is not None:
-            dialog = SweepPreviewDialog(self.travel_report, f"By {fmt.when(self.travel)}", self)
-            dialog.memory_activated.connect(self.go_to_memory)
-            self.open_dialog(dialog)
+            show_sweep_report(self, self.travel_report, f"By {fmt.when(self.travel)}")
 
     # --- settings, theme, import/export -----------------------------------------------------------------------
 
     def settings_dialog(self) -> None:
         """Edit timers, theme and LLM (kept per person) and the store's thresholds and decay rates."""
-        dialog = SettingsDialog(self.prefs, self.store_settings if self.path is not None else None, self)
-
-        def saved(settings: StoreSettings) -> None:
-            self._use_store_settings(settings)
-            self.statusBar().showMessage("Store settings saved.", 5000)
-
-        def accepted() -> None:
-            self.apply_preferences(dialog.new_preferences())
-            changes = dialog.store_changes()
-            if changes and self.path is not None:
-                configure_store(self, changes, now=self.clock()).success(saved).run_in_background()
-
-        dialog.accepted.connect(accepted)
-        self.open_dialog(dialog)
+        open_settings(self, self.prefs, self.store_settings, self.apply_preferences, self._use_store_settings)
 
     def apply_preferences(self, prefs: Preferences) -> None:
         """Use and persist new preferences (timer intervals apply at once)."""
@@ -1680,28 +974,16 @@ class MainWindow(QtWidgets.QMainWindow):
             theme.apply(app, name)
         self.prefs.theme = name
         self.prefs.save(self.settings)
-        for act in self.theme_actions.actions():
-            act.setChecked(act.objectName() == f"actionTheme_{name}")
+        self.registry.check_theme(name)
         self._reload_icons()
 
     def _reload_icons(self) -> None:
-        names = {
-            self.act_new_store: "new", self.act_open: "open", self.act_import: "import", self.act_export: "export",
-            self.act_settings: "settings", self.act_new_memory: "new", self.act_edit: "edit", self.act_pin: "pin",
-            self.act_forget: "forget", self.act_find: "search", self.act_refresh: "refresh", self.act_consolidate: "consolidate",
-            self.act_sweep: "sweep", self.act_sweep_preview: "preview", self.act_travel: "time", self.act_back_to_now: "back",
-            self.act_demo: "demo",
-        }
-        for act, name in names.items():
-            act.setIcon(icon(name))
+        self.registry.reload_icons()
         self.act_pause.setIcon(icon("play" if self.scheduler.is_paused() else "pause"))
-        for key, act in self.view_actions.items():
-            act.setIcon(icon(key))
         for key, item in self.sidebar.items.items():
             item.setIcon(0, icon(key))
         self.model.pin_icon = icon("pin")
-        for i in range(self.travel_combo.count()):
-            self.travel_combo.setItemIcon(i, icon("time"))
+        self.travel_combo.reload_icons()
         for button, name in ((self.detail.edit_button, "edit"), (self.detail.pin_button, "pin"), (self.detail.forget_button, "forget")):
             button.setIcon(icon(name))
 
@@ -1723,9 +1005,3 @@ class MainWindow(QtWidgets.QMainWindow):
             f"<b>memlens {__version__}</b><p>See, curate and forget what your AI agent remembers.</p><p>Store: {html.escape(str(self.path or 'none'))}</p>",
         )
 
-
-def icon_label(name: str) -> QtWidgets.QLabel:
-    """A small label showing an icon."""
-    label = QtWidgets.QLabel()
-    label.setPixmap(icon(name).pixmap(20, 20))
-    return label

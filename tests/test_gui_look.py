@@ -124,7 +124,7 @@ def test_a_search_over_all_layers_fits_a_1024_window(qtbot, tmp_path: Path):
 
 
 def test_sidebar_makes_room_for_a_big_stores_counts(qtbot):
-    from memlens.gui.main_window import Sidebar
+    from memlens.gui.sidebar import Sidebar
 
     sidebar = Sidebar()
     qtbot.addWidget(sidebar)

@@ -22,7 +22,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from memlens.errors import MemlensError
 from memlens.gui.qt import QtWidgets
-from memlens.gui.tasks import TaskContext, TaskHandle, TaskRunner
+from memlens.gui.tasks import StoreReader, TaskContext, TaskHandle, TaskRunner
+from memlens.models import Memory
 from memlens.store import MemoryStore
 
 T = TypeVar("T")
@@ -95,6 +96,30 @@ class OpHost(Protocol):
 
     def open_store(self, path: str | Path, *, create: bool = True) -> None:
         """Show the store at ``path`` instead of the current one (the demo opens the demo store it wrote)."""
+
+
+class WindowHost(OpHost, Protocol):
+    """What the handlers that open an operation's dialog and start it need from the window (the main window is one):
+    the reader for what a dialog shows first, the detail pane, the selection and the status bar."""
+
+    reader: StoreReader | None
+    dialog: QtWidgets.QDialog | None
+    travel: datetime | None
+
+    def now(self) -> datetime:
+        """The moment the window shows (the time-travel date when previewing)."""
+
+    def current_memory(self) -> Memory | None:
+        """The memory the detail pane shows."""
+
+    def selected_ids(self) -> list[int]:
+        """Ids of the memories selected in the table (none while another page shows)."""
+
+    def go_to_memory(self, memory_id: int) -> None:
+        """Show and select a memory wherever it is."""
+
+    def say(self, message: str, timeout_ms: int = 5000) -> None:
+        """Show ``message`` in the status bar for a while."""
 
 
 StoreFn = Callable[[MemoryStore, TaskContext], T]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from memlens.gui.operations import OpChanges, OpHost, StoreOp
+from memlens.gui.dialogs import EditDialog
+from memlens.gui.new_memory_dialog import NewMemoryDialog
+from memlens.gui.operations import OpChanges, OpHost, StoreOp, WindowHost
 from memlens.models import Memory
 
 #: ``MemoryStore.update`` arguments that move a memory's expiry, and so the per-layer counts (they leave out expired ones).
@@ -59,3 +61,43 @@ def remember(
         ),
         title="Could not store the memory",
     )
+
+
+def open_edit_dialog(host: WindowHost, saved: Callable[[Memory], Any]) -> None:
+    """Edit the shown memory's importance, tags, pinning, project and TTL; ``saved`` gets the memory as stored."""
+    memory = host.current_memory()
+    if memory is None or host.read_only():
+        return
+    dialog = EditDialog(memory, host.dialog_parent(), now=host.clock())  # TTL days count from the window's clock
+
+    def accepted() -> None:
+        changes = dialog.changes()
+        if changes:
+            update_memory(host, memory.id, changes, now=host.clock()).success(saved).run_in_background()
+
+    dialog.accepted.connect(accepted)
+    host.open_dialog(dialog)
+
+
+def open_new_memory_dialog(host: WindowHost, projects: list[str], project: str | None) -> None:
+    """The supersede-preview dialog (offering ``projects``, starting at ``project``), then store what the person
+    chose and show it."""
+    if host.reader is None or host.read_only():
+        return
+    dialog = NewMemoryDialog(host.reader, host.clock, projects, project, host.dialog_parent())
+
+    def stored(memory: Memory) -> None:
+        what = f"as version {memory.version} of #{memory.parent_id}" if memory.parent_id else "as a new memory"
+        host.say(f"Stored #{memory.id} {what}.", 8000)
+        host.go_to_memory(memory.id)
+
+    def accepted() -> None:
+        c = dialog.candidate()
+        op = remember(
+            host, c.content, type=c.type, project=c.project, tags=list(c.tags), supersede=c.supersede,
+            supersede_id=c.supersede_id, now=host.clock(),
+        )
+        op.success(stored).run_in_background()
+
+    dialog.accepted.connect(accepted)
+    host.open_dialog(dialog)

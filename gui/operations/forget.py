@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memlens.gui.dialogs import ForgetPlan
-from memlens.gui.operations import OpChanges, OpHost, StoreOp
+from memlens.errors import MemlensError
+from memlens.gui import format as fmt
+from memlens.gui.dialogs import ForgetDialog, ForgetPlan
+from memlens.gui.operations import OpChanges, OpHost, StoreOp, WindowHost
 from memlens.store import ForgetResult, MemoryStore
 
 
@@ -34,3 +36,27 @@ def forget_memories(host: OpHost, ids: Sequence[int], *, reason: str | None, who
         forget_changes,
         title="Forget failed",
     )
+
+
+def ask_to_forget(host: WindowHost, ids: list[int]) -> None:
+    """Read what forgetting ``ids`` would erase, ask for confirmation (the dialog is ``host.dialog``), then erase."""
+    if host.reader is None or host.read_only():
+        return
+    host.reader.submit("forget-plan", lambda store: load_forget_plan(store, ids), lambda plan: _confirm(host, plan), lambda e: host.show_error("Cannot forget", e))
+
+
+def _confirm(host: WindowHost, plan: ForgetPlan) -> None:
+    if not plan.memories:
+        host.show_error("Nothing to forget", MemlensError("The selected memories are already gone."))
+        return
+    dialog = ForgetDialog(plan, host.dialog_parent())
+    ids = [m.id for m in plan.memories]
+
+    def accepted() -> None:
+        whole_chain, reason = dialog.values()
+        forget_memories(host, ids, reason=reason, whole_chain=whole_chain, now=host.clock()).success(
+            lambda result: host.say(f"Forgot {fmt.plural(len(result.erased), 'memory version', 'memory versions')}.", 8000)
+        ).run_in_background()
+
+    dialog.accepted.connect(accepted)
+    host.open_dialog(dialog)

@@ -11,9 +11,15 @@ from typing import Any
 from memlens import demo
 from memlens.config import StoreSettings
 from memlens.consolidate import ConsolidationReport
-from memlens.gui.operations import OpChanges, OpHost, StoreOp
+from memlens.gui import format as fmt
+from memlens.gui.consolidate_dialog import ConsolidateDialog
+from memlens.gui.dialogs import SettingsDialog, SweepPreviewDialog
+from memlens.gui.operations import OpChanges, OpHost, StoreOp, WindowHost
+from memlens.gui.preferences import Preferences
+from memlens.gui.qt import QtWidgets
+from memlens.gui.status_bar import StatusBar
 from memlens.gui.tasks import TaskContext
-from memlens.llm import LLMConfig
+from memlens.llm import LLMConfig, LLMError
 from memlens.store import MemoryStore
 from memlens.sweep import SweepReport
 
@@ -114,3 +120,144 @@ def configure_store(host: OpHost, changes: Mapping[str, Any], *, now: datetime) 
         OpChanges(lists=True, counts=True, strengths=True, audit=True),
         title="Could not change the store's settings",
     )
+
+
+# --- handlers: what a menu item or button starts ---------------------------------------------------------------
+
+
+def start_demo(host: WindowHost, progress: QtWidgets.QProgressBar, button: QtWidgets.QPushButton) -> None:
+    """Write the demo into the open store in the background, showing ``progress`` and disabling ``button`` meanwhile."""
+    if host.path is None or host.read_only():
+        return
+    progress.show()
+    progress.setRange(0, 0)
+    button.setEnabled(False)
+
+    def step(done: int, total: int, _text: str) -> None:
+        if total:
+            progress.setRange(0, total)
+            progress.setValue(done)
+
+    def ended() -> None:
+        progress.hide()
+        button.setEnabled(True)
+
+    def finished(summary: demo.DemoSummary) -> None:
+        ended()
+        host.say(f"Demo loaded: {summary.describe()}", 10000)
+
+    def failed(error: BaseException) -> None:
+        ended()
+        host.show_error("Could not load the demo", error)
+
+    load_demo(host, now=host.clock()).success(finished).failure(failed).with_progress(step).run_in_background()
+
+
+def sweep_summary(report: SweepReport) -> tuple[str, int]:
+    """The status-bar sentence about a finished sweep and how long (ms) to show it."""
+    acted = fmt.plural(len(report.decisions), "memory", "memories")
+    parts = ", ".join(f"{n} {rule.replace('_', ' ')}" for rule, n in report.counts.items() if n)
+    if report.stopped:
+        return f"Sweep cancelled after acting on {acted} ({parts or 'none'}); the next sweep does the rest.", 10000
+    if report.decisions:
+        return f"Sweep acted on {acted} ({parts}).", 10000
+    return "Sweep: nothing to forget.", 5000
+
+
+def start_sweep(host: WindowHost, status: StatusBar, finished: Callable[[SweepReport], Any]) -> None:
+    """Run the auto-forget sweep in the background with its progress and Cancel in ``status`` (skipped while one
+    runs or while time travelling); ``finished`` gets the report."""
+    if host.path is None or host.read_only() or host.tasks.running("sweep"):
+        return
+
+    def done(report: SweepReport) -> None:
+        status.sweep_ended()
+        host.say(*sweep_summary(report))
+        finished(report)
+
+    def failed(error: BaseException) -> None:
+        status.sweep_ended()
+        host.show_error("The sweep failed", error)
+
+    op = run_sweep(host, now=host.clock()).success(done).failure(failed)
+    handle = op.with_progress(lambda done, total, _text: status.sweep_step(done, total)).run_in_background()
+    if handle is not None:
+        status.sweep_started(handle.cancel)
+
+
+def show_sweep_preview(host: WindowHost, when: datetime, shown: Callable[[SweepReport], Any]) -> None:
+    """What a sweep at ``when`` would do, as a list in a dialog (a dry run); ``shown`` gets the report."""
+
+    def opened(report: SweepReport) -> None:
+        title = "Next sweep preview" if not host.read_only() else f"Sweep preview at {fmt.when(when)}"
+        show_sweep_report(host, report, title)
+        shown(report)
+
+    preview_sweep(host, at=when).success(opened).run_in_background()
+
+
+def show_sweep_report(host: WindowHost, report: SweepReport, title: str) -> None:
+    """Open the list of what ``report`` would forget; a memory in it can be double-clicked to show it."""
+    dialog = SweepPreviewDialog(report, title, host.dialog_parent())
+    dialog.memory_activated.connect(host.go_to_memory)
+    host.open_dialog(dialog)
+
+
+def start_consolidation(host: WindowHost, llm_config: Callable[[], tuple[LLMConfig | None, str]], finished: Callable[[ConsolidationReport], Any]) -> None:
+    """Run consolidation in the background with a progress dialog that can cancel it (one at a time: a second
+    request raises the running one's dialog); ``finished`` gets the report."""
+    if host.path is None or host.read_only():
+        return
+    if host.tasks.running("consolidate"):
+        if host.dialog is not None:
+            host.dialog.raise_()
+        return
+    try:
+        llm, note = llm_config()
+    except LLMError as error:
+        host.show_error("Cannot consolidate", error)
+        return
+    dialog = ConsolidateDialog(note, host.dialog_parent())
+    dialog.memory_activated.connect(host.go_to_memory)
+
+    def done(result: ConsolidateResult) -> None:
+        report, titles = result
+        dialog.show_report(report, titles)
+        if report.error:
+            host.show_error("Consolidation failed", LLMError(report.error))
+        finished(report)
+
+    def failed(error: BaseException) -> None:
+        dialog.show_failure(str(error))
+        host.show_error("Consolidation failed", error)
+
+    host.open_dialog(dialog)
+    op = consolidate(host, now=host.clock(), llm=llm).success(done).failure(failed)
+    handle = op.with_progress(dialog.set_progress).run_in_background()
+    if handle is not None:
+        dialog.cancel_requested.connect(handle.cancel)
+
+
+def open_settings(
+    host: WindowHost,
+    prefs: Preferences,
+    store_settings: StoreSettings | None,
+    use_preferences: Callable[[Preferences], Any],
+    use_store_settings: Callable[[StoreSettings], Any],
+) -> None:
+    """Edit timers, theme and LLM (kept per person: ``use_preferences``) and the open store's thresholds and decay
+    rates (written in the background, then ``use_store_settings``)."""
+    dialog = SettingsDialog(prefs, store_settings if host.path is not None else None, host.dialog_parent())
+
+    def saved(settings: StoreSettings) -> None:
+        use_store_settings(settings)
+        host.say("Store settings saved.", 5000)
+
+    def accepted() -> None:
+        use_preferences(dialog.new_preferences())
+        changes = dialog.store_changes()
+        if changes and host.path is not None:
+            configure_store(host, changes, now=host.clock()).success(saved).run_in_background()
+
+    dialog.accepted.connect(accepted)
+    host.open_dialog(dialog)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from memlens.gui import format as fmt
-from memlens.gui.operations import OpChanges, OpHost, StoreOp
+from memlens.gui.dialogs import TimeTravelDialog
+from memlens.gui.operations import OpChanges, OpHost, StoreOp, WindowHost
 from memlens.gui.operations.lifecycle import preview_sweep
 from memlens.sweep import SweepReport
 
@@ -48,3 +51,13 @@ def closest_choice(when: datetime, now: datetime) -> int | None:
     """The index in :data:`TRAVEL_CHOICES` within two minutes of ``when`` (None: a date picked by hand)."""
     delta = when - now
     return next((i for i, (_l, d) in enumerate(TRAVEL_CHOICES) if d is not None and abs((d - delta).total_seconds()) < 120), None)
+
+
+def open_time_travel_dialog(host: WindowHost, chosen: Callable[[datetime], Any], cancelled: Callable[[], Any]) -> None:
+    """Pick a date to preview the store at: ``chosen`` gets it, or ``cancelled`` is called."""
+    if host.path is None:
+        return
+    dialog = TimeTravelDialog(host.clock(), host.travel, host.dialog_parent())
+    dialog.accepted.connect(lambda: chosen(dialog.value()))
+    dialog.rejected.connect(cancelled)
+    host.open_dialog(dialog)

@@ -1,0 +1,78 @@
+"""The status bar: messages, "Working…", the live view's label, the countdown to the next automatic sweep, and a
+running sweep's progress with its Cancel button."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memlens.gui import format as fmt
+from memlens.gui.qt import QtWidgets
+
+
+class StatusBar(QtWidgets.QStatusBar):
+    """The window's status bar; ``sweep_*`` show a sweep from its start to its end."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("statusBar")
+        self.busy_label = QtWidgets.QLabel()
+        self.busy_label.setObjectName("busyLabel")
+        self.live_label = QtWidgets.QLabel()
+        self.live_label.setObjectName("liveLabel")
+        self.countdown_label = QtWidgets.QLabel()
+        self.countdown_label.setObjectName("sweepCountdown")
+        self.countdown_label.setToolTip("Time to the next automatic sweep (Lifecycle menu: run now, pause, preview)")
+        # A running sweep's progress and its Cancel (it stops before its next batch of erasures).
+        self.sweep_progress = QtWidgets.QProgressBar()
+        self.sweep_progress.setObjectName("sweepProgress")
+        self.sweep_progress.setAccessibleName("Sweep progress")
+        self.sweep_progress.setMaximumWidth(160)
+        self.sweep_progress.setFormat("sweep %v/%m")
+        self.sweep_progress.hide()
+        self.sweep_cancel = QtWidgets.QToolButton()
+        self.sweep_cancel.setObjectName("sweepCancel")
+        self.sweep_cancel.setAccessibleName("Cancel the sweep")
+        self.sweep_cancel.setText("Cancel")
+        self.sweep_cancel.setToolTip("Stop the sweep after the batch it is erasing (what it erased stays erased)")
+        self.sweep_cancel.hide()
+        self._sweep_cancel_slot: Callable[[], None] | None = None
+        self.sweep_cancel.clicked.connect(self._cancel_sweep)
+        for widget in (self.sweep_progress, self.sweep_cancel, self.busy_label, self.live_label, self.countdown_label):
+            self.addPermanentWidget(widget)
+
+    def show_busy(self, busy: bool) -> None:
+        """Say "Working…" while background work runs."""
+        self.busy_label.setText("Working…" if busy else "")
+
+    def show_countdown(self, seconds: int | None) -> None:
+        """Show the time to the next sweep (None: no store; negative: paused)."""
+        if seconds is None:
+            self.countdown_label.setText("")
+        elif seconds < 0:
+            self.countdown_label.setText("Automatic sweeps paused")
+        else:
+            self.countdown_label.setText(f"Next sweep in {fmt.countdown(seconds)}")
+
+    def sweep_started(self, cancel: Callable[[], None]) -> None:
+        """Show a busy progress bar and a Cancel button that calls ``cancel`` once."""
+        self.sweep_progress.setRange(0, 0)  # busy until the first batch is done
+        self.sweep_progress.show()
+        self.sweep_cancel.show()
+        self._sweep_cancel_slot = cancel
+
+    def sweep_step(self, done: int, total: int) -> None:
+        """The sweep erased ``done`` of ``total``."""
+        self.sweep_progress.setRange(0, max(total, 1))
+        self.sweep_progress.setValue(done)
+
+    def sweep_ended(self) -> None:
+        """The sweep finished, failed or stopped."""
+        self.sweep_progress.hide()
+        self.sweep_cancel.hide()
+        self.sweep_cancel.setEnabled(True)
+
+    def _cancel_sweep(self) -> None:
+        if self._sweep_cancel_slot is not None:
+            self._sweep_cancel_slot()
+            self.sweep_cancel.setEnabled(False)
+            self.showMessage("Stopping the sweep after its current batch…", 5000)
