@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from memlens.gui import theme
@@ -94,7 +95,7 @@ class WindowActions:
         self.views: dict[str, QtGui.QAction] = {}
         for n, key in enumerate((*LAYERS, "audit", "sessions"), start=1):
             spec = ActionSpec(f"view_{key}", f"actionView_{key}", _VIEW_LABELS[key], key, "", f"Ctrl+{n}")
-            self.views[key] = self._make(spec, lambda k=key: select_view(k))
+            self.views[key] = self._make(spec, partial(select_view, key))
         self.themes = QtGui.QActionGroup(window)
         for name in theme.THEMES:
             act = QtGui.QAction(name.capitalize(), window, checkable=True)

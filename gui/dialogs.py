@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -22,6 +22,15 @@ def _name(widget: QtWidgets.QWidget, name: str, accessible: str) -> Any:
     widget.setObjectName(name)
     widget.setAccessibleName(accessible)
     return widget
+
+
+def _save_cancel(dialog: QtWidgets.QDialog, save_name: str, save: Callable[[], object]) -> QtWidgets.QDialogButtonBox:
+    """Save and Cancel buttons: Save (objectName ``save_name``) calls ``save``, Cancel rejects ``dialog``."""
+    buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+    _name(buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save), save_name, "Save")
+    buttons.accepted.connect(save)
+    buttons.rejected.connect(dialog.reject)
+    return buttons
 
 
 # --- forget ----------------------------------------------------------------------------------------------------
@@ -157,10 +166,7 @@ class EditDialog(QtWidgets.QDialog):
         form.addRow("", self.pinned)
         form.addRow("Project", self.project)
         form.addRow("Forget after", self.ttl)
-        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
-        _name(buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save), "editSave", "Save")
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        buttons = _save_cancel(self, "editSave", self.accept)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addWidget(title)
         layout.addLayout(form)
@@ -277,10 +283,7 @@ class SettingsDialog(QtWidgets.QDialog):
         self.error.setObjectName("settingsError")
         self.error.setStyleSheet("color: #c0392b")
         self.error.setWordWrap(True)
-        buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Save | QtWidgets.QDialogButtonBox.StandardButton.Cancel)
-        _name(buttons.button(QtWidgets.QDialogButtonBox.StandardButton.Save), "settingsSave", "Save")
-        buttons.accepted.connect(self._accept)
-        buttons.rejected.connect(self.reject)
+        buttons = _save_cancel(self, "settingsSave", self._accept)
         layout = QtWidgets.QVBoxLayout(self)
         layout.addWidget(tabs)
         layout.addWidget(self.error)
