@@ -79,10 +79,6 @@ class SweepReport:
         """The decisions one rule made."""
         return [d for d in self.decisions if d.rule == rule]
 
-    def decision_for(self, memory_id: int) -> SweepDecision | None:
-        """The decision about one memory, if the sweep acts on it."""
-        return next((d for d in self.decisions if d.memory_id == memory_id), None)
-
     def summary(self) -> str:
         """One line: what the sweep did or would do."""
         verb = "would act on" if self.dry_run else "stopped after acting on" if self.stopped else "acted on"

@@ -27,8 +27,6 @@ from memlens.bench.timing import machine
 from memlens.errors import InvalidInput
 
 BENCHMARKS = ("import", "supersede", "search", "sweep", "forget", "storage", "gui")
-#: Where the supersede and search figures are measured (the issue's targets are at 100k and 1M).
-SCALE_SIZES = (100_000, 1_000_000)
 #: agentmemory's published figures for its own engine at 50k observations (from its README; another machine).
 AGENTMEMORY_50K = {"bm25_search_ms": 22.8, "hybrid_search_ms": 108.7, "index_build_s": 9.2, "storage_mb": 178.8}
 
