@@ -5,7 +5,8 @@ Four checks, each against a temporary store so the user's memories are never tou
 * **hooks configured**: Claude Code's settings (``~/.claude/settings.json``, then ``.claude/settings.json`` in the
   current folder) run a memlens hook on PostToolUse;
 * **hook round trip**: that command (or, when none is configured, the one ``memlens hook install`` prints) is run
-  through the shell as Claude Code runs it, fed a real PostToolUse payload, and the observation is read back;
+  through the shell as Claude Code runs it, with ``--wait`` (so the write is done when it exits), fed a real
+  PostToolUse payload, and the observation is read back;
 * **MCP configured**: an ``mcpServers.memlens`` entry in ``~/.claude.json``, ``.mcp.json`` or
   ``~/.cursor/mcp.json``;
 * **MCP tools**: that server (or the one ``memlens mcp install`` prints) is started and its tools are listed through
@@ -149,7 +150,8 @@ def _hook_round_trip(command: str, store: Path, timeout: float) -> Check:
         "tool_input": {"command": f"echo {PROBE}", "description": "memlens doctor --agent"},
         "tool_response": {"stdout": f"{PROBE}\n", "stderr": "", "interrupted": False, "isImage": False},
     }
-    full = f"{command} --db {shlex.quote(str(store))}"
+    # --wait: the installed hook hands the write to a detached process; here the store is read right after.
+    full = f"{command} --wait --db {shlex.quote(str(store))}"
     try:
         done = subprocess.run(full, shell=True, input=json.dumps(payload).encode(), capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:

@@ -19,11 +19,16 @@ two settings files fire twice). A hook must never break the agent: bad input and
 ``hook.log`` next to the store and the command still exits 0. This module runs on every tool call, so it
 imports nothing heavy beyond the store itself.
 
+The ``memlens hook`` command does not make the agent wait for this module: it reads the event and hands it to a
+detached child process that imports this module and calls :func:`record` (:mod:`memlens.hook_detach`; events of a
+store are recorded one at a time, in the order they arrived). With ``--wait``, and where processes cannot fork
+(Windows), the command records the event itself before it exits.
+
 Whatever it is fed, a hook returns quickly: the input is read up to :data:`MAX_INPUT_BYTES`, and every field has a
 bound (:data:`MAX_CWD_CHARS`, :data:`MAX_NAME_CHARS`). ``hook.log`` never holds the text of an event (only its
 kind, size and a hash), so erasing a memory never has to look there; an event kept in ``hook-pending.jsonl`` while
-the store was locked leaves that file the moment it is recorded. The side files (log, ledger, spool) are opened
-without following symbolic links and only when they are regular files of the user running the hook.
+the store was locked leaves that file the moment it is recorded. The side files (log, ledger, spool, queue) are
+opened without following symbolic links and only when they are regular files of the user running the hook.
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +46,7 @@ from typing import IO, Any
 
 from memlens import db
 from memlens.errors import InvalidInput, MemlensError, StoreEnvironmentError, StoreLockedError
+from memlens.hook_detach import MAX_INPUT_BYTES, open_side_file
 from memlens.models import Layer, Origin
 from memlens.redact import redact, redact_text, redact_value
 
@@ -57,9 +62,6 @@ PENDING_NAME = "hook-pending.jsonl"
 #: A hook gives up waiting for the write lock after about this long (plus SQLite's busy timeout) and keeps the
 #: event in the pending file instead: the agent is never held up for long, and nothing is lost.
 HOOK_LOCK_WAIT_SECONDS = 1.0
-#: Hook input beyond this many bytes is not read: the event is dropped with a note in hook.log. Real events are
-#: far smaller; parsing and redacting megabytes would hold the agent up for seconds.
-MAX_INPUT_BYTES = 1_000_000
 #: A ``cwd`` longer than this is refused: no real folder has such a path (Linux's PATH_MAX is 4096), and the
 #: project is found by walking the path's parents.
 MAX_CWD_CHARS = 4096
@@ -191,16 +193,26 @@ def _bounded(value: str, field: str) -> str:
 
 
 def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None = None, now: datetime | None = None) -> int:
-    """Read one event from ``stdin``, record it in the store at ``store_path``, and return 0 whatever happens.
-
-    Problems (unreadable JSON, a missing field, a locked or damaged store, a bug) are appended to
-    ``hook.log`` next to the store, described by the event's kind, size and hash, never its text; nothing is
-    printed, because agents show a hook's output to the model.
-    """
-    raw: bytes | str = b""
-    kind = event_name
+    """Read one event from ``stdin``, record it in the store at ``store_path`` (see :func:`record`), and return 0
+    whatever happens."""
     try:
         raw = stdin.read(MAX_INPUT_BYTES + 1)
+    except Exception as exc:
+        _log(store_path, "the hook input could not be read: " + _where(exc), _describe(b"", event_name))
+        return 0
+    return record(raw, store_path, event_name=event_name, now=now)
+
+
+def record(raw: bytes | str, store_path: Path, *, event_name: str | None = None, now: datetime | None = None) -> int:
+    """Record the event read as ``raw`` (at most ``MAX_INPUT_BYTES + 1`` of the input) in the store at
+    ``store_path``, and return 0 whatever happens.
+
+    Problems (input over :data:`MAX_INPUT_BYTES`, unreadable JSON, a missing field, a locked or damaged store, a
+    bug) are appended to ``hook.log`` next to the store, described by the event's kind, size and hash, never its
+    text; nothing is printed, because agents show a hook's output to the model.
+    """
+    kind = event_name
+    try:
         if len(raw) > MAX_INPUT_BYTES:
             # Not read to the end on purpose: the agent gets its answer now; the unread rest goes with the pipe.
             _log(store_path, f"the hook input is larger than {MAX_INPUT_BYTES:,} bytes; the event was not recorded", _describe(raw, kind))
@@ -261,7 +273,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
 def _keep_pending(store_path: Path, event: Any, now: datetime, event_name: str | None) -> None:
     """Append an event (redacted) to the pending file, to be recorded by the next hook that gets the store."""
     line = json.dumps({"at": now.timestamp(), "event_name": event_name, "event": redact_value(event)[0]}, ensure_ascii=False)
-    fd = _open_side_file(store_path.parent / PENDING_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = open_side_file(store_path.parent / PENDING_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         _lock(fd)
         os.write(fd, (line + "\n").encode("utf-8"))
@@ -277,7 +289,7 @@ def _replay_pending(store: Any, store_path: Path) -> int:
     is locked again halfway do the events not yet recorded stay (and StoreLockedError is raised again).
     """
     try:
-        fd = _open_side_file(store_path.parent / PENDING_NAME, os.O_RDWR)
+        fd = open_side_file(store_path.parent / PENDING_NAME, os.O_RDWR)
     except FileNotFoundError:
         return 0
     except StoreEnvironmentError as exc:
@@ -344,7 +356,7 @@ def _recent_events(store_path: Path, now: datetime) -> Iterator[_Recent]:
     A ledger that is a link or not the user's own file is left alone (and logged): the event is still recorded,
     only without the duplicate check."""
     try:
-        fd = _open_side_file(store_path.parent / RECENT_NAME, os.O_RDWR | os.O_CREAT)
+        fd = open_side_file(store_path.parent / RECENT_NAME, os.O_RDWR | os.O_CREAT)
     except StoreEnvironmentError as exc:
         log_problem(store_path, f"{exc}; the duplicate check was skipped")
         yield _Recent({}, now)
@@ -372,39 +384,6 @@ def _lock(fd: int) -> None:
     except ImportError:  # Windows: no advisory locks here; the duplicate check is best effort there
         return
     fcntl.flock(fd, fcntl.LOCK_EX)
-
-
-# --- side files ------------------------------------------------------------------------------------------------
-
-# O_NOFOLLOW: a link planted in place of a side file would have the hook write, or truncate, whatever it points
-# to. O_NONBLOCK: opening a FIFO planted there for writing would otherwise wait for a reader forever.
-_SIDE_FILE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _open_side_file(path: Path, flags: int) -> int:
-    """A descriptor on ``path`` (a file beside the store), opened with ``flags`` without following a symbolic link,
-    and only if it is a regular file, owned by this user, with no other hard link; StoreEnvironmentError otherwise.
-    FileNotFoundError when it does not exist and ``flags`` has no O_CREAT."""
-    try:
-        fd = os.open(path, flags | _SIDE_FILE_FLAGS, 0o600)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        if os.path.islink(path):
-            raise StoreEnvironmentError(f"{path} is a symbolic link; memlens does not write through links (remove it)") from None
-        raise StoreEnvironmentError(f"{path} cannot be opened: {exc.strerror}") from None
-    info = os.fstat(fd)
-    problem = None
-    if not stat.S_ISREG(info.st_mode):
-        problem = "is not a regular file"
-    elif hasattr(os, "getuid") and info.st_uid != os.getuid():
-        problem = "belongs to another user"
-    elif info.st_nlink > 1:
-        problem = "has other hard links"
-    if problem:
-        os.close(fd)
-        raise StoreEnvironmentError(f"{path} {problem}; memlens leaves it alone (remove it)")
-    return fd
 
 
 # --- the log ---------------------------------------------------------------------------------------------------
@@ -444,11 +423,11 @@ def _log(store_path: Path, message: str, detail: str) -> None:
     path = log_path(store_path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _open_side_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = open_side_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         if os.fstat(fd).st_size > MAX_LOG_BYTES:
             os.close(fd)
             os.replace(path, path.with_name(LOG_NAME + ".1"))  # replaces a link named hook.log.1, never its target
-            fd = _open_side_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = open_side_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as fh:
             fh.write(line.replace("\n", " ").replace("\r", " ") + "\n")
     except (OSError, StoreEnvironmentError) as exc:

@@ -151,11 +151,11 @@ def _cli(*args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
 
 def test_memlens_hook_command(db_path, repo):
     event = json.dumps({**tool_event("make build"), "cwd": str(repo)}).encode()
-    done = _cli("--db", str(db_path), "hook", stdin=event)
+    done = _cli("--db", str(db_path), "hook", "--wait", stdin=event)
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b""
-    done = _cli("hook", "--db", str(db_path), stdin=b"{broken")
+    done = _cli("hook", "--db", str(db_path), "--wait", stdin=b"{broken")
     assert done.returncode == 0 and done.stdout == b""
-    done = _cli("hook", "--db", str(db_path), "--no-such-option", stdin=event)
+    done = _cli("hook", "--db", str(db_path), "--wait", "--no-such-option", stdin=event)
     assert done.returncode == 0
     lines = log_lines(db_path)
     assert "the hook input is not JSON" in lines[0] and "bad command line for memlens hook" in lines[1]
@@ -170,7 +170,7 @@ def test_hook_path_stays_light(db_path):
         "import io, sys, json\n"
         "from memlens.cli import main\n"
         "sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({'session_id': 's', 'hook_event_name': 'PostToolUse', 'tool_name': 'Bash'}).encode()))\n"
-        f"assert main(['--db', {str(db_path)!r}, 'hook']) == 0\n"
+        f"assert main(['--db', {str(db_path)!r}, 'hook', '--wait']) == 0\n"
         "heavy = sorted(m for m in ('numpy', 'mcp', 'pydantic', 'memlens.consolidate', 'memlens.io.agentmemory') if m in sys.modules)\n"
         "print(json.dumps(heavy))\n"
     )

@@ -22,9 +22,10 @@ SECRET_TEXT = "the launch code is tulip-4711"
 
 
 def hook(db_path: Path, stdin: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
-    """The real entry point, as an agent runs it. The timeout is generous on purpose: it catches hangs, not speed."""
+    """The real entry point, as an agent runs it (with --wait: these tests read what it did right after). The
+    timeout is generous on purpose: it catches hangs, not speed."""
     return subprocess.run(
-        [sys.executable, "-m", "memlens", "--db", str(db_path), "hook", *args], input=stdin, capture_output=True, timeout=20, check=False
+        [sys.executable, "-m", "memlens", "--db", str(db_path), "hook", "--wait", *args], input=stdin, capture_output=True, timeout=20, check=False
     )
 
 
@@ -260,7 +261,7 @@ HEAVY = (
 
 def test_the_hook_imports_nothing_heavy(db_path: Path):
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "memlens", "--db", str(db_path), "hook"],
+        [sys.executable, "-X", "importtime", "-m", "memlens", "--db", str(db_path), "hook", "--wait"],
         input=json.dumps(event()).encode(), capture_output=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0

@@ -44,6 +44,7 @@ def _register_hook(sub: Any) -> None:
     p = sub.add_parser("hook", help="record one coding-agent hook event read from standard input (always exits 0)")
     _db_option(p)
     p.add_argument("--event", help="the event name, for agents whose JSON has no hook_event_name")
+    p.add_argument("--wait", action="store_true", help="record the event before exiting (by default a detached process records it)")
     _install_options(p, "print the Claude Code hooks configuration (absolute paths)")
     p.set_defaults(handler=cmd_hook)
 
