@@ -85,6 +85,32 @@ TABLE_MENU = ("act_edit", "act_pin", "act_forget")
 _VIEW_LABELS = {**LAYER_LABELS, "audit": "Audit Log", "sessions": "Sessions"}
 
 
+class ActionAttributes:
+    """The window's actions as typed attributes, one per entry of :data:`ACTIONS` (set by :class:`WindowActions`'s
+    owner from ``by_attr``); a test checks the two lists agree."""
+
+    act_new_store: QtGui.QAction
+    act_open: QtGui.QAction
+    act_import: QtGui.QAction
+    act_export: QtGui.QAction
+    act_settings: QtGui.QAction
+    act_quit: QtGui.QAction
+    act_new_memory: QtGui.QAction
+    act_edit: QtGui.QAction
+    act_pin: QtGui.QAction
+    act_forget: QtGui.QAction
+    act_find: QtGui.QAction
+    act_refresh: QtGui.QAction
+    act_consolidate: QtGui.QAction
+    act_sweep: QtGui.QAction
+    act_sweep_preview: QtGui.QAction
+    act_pause: QtGui.QAction
+    act_travel: QtGui.QAction
+    act_back_to_now: QtGui.QAction
+    act_demo: QtGui.QAction
+    act_about: QtGui.QAction
+
+
 class WindowActions:
     """The actions of ``window`` made from :data:`ACTIONS` (``by_attr``), one per view (``views``, Ctrl+1…) and one per
     theme (``themes``, exclusive). Each triggers ``getattr(window, spec.slot)()``."""

@@ -512,3 +512,14 @@ class TimeTravelDialog(QtWidgets.QDialog):
     def value(self) -> datetime:
         """The chosen moment (aware, UTC)."""
         return datetime.fromtimestamp(self.edit.dateTime().toSecsSinceEpoch(), tz=timezone.utc)
+
+
+def show_about(parent: QtWidgets.QWidget, store: object) -> None:
+    """Help > About: the version, what memlens is for, and the open store (``store``, None for none)."""
+    from memlens import __version__
+
+    QtWidgets.QMessageBox.about(
+        parent,
+        "About memlens",
+        f"<b>memlens {__version__}</b><p>See, curate and forget what your AI agent remembers.</p><p>Store: {html.escape(str(store or 'none'))}</p>",
+    )

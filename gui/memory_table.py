@@ -204,3 +204,33 @@ class MemoryTable(QtWidgets.QTableView):
         for act in self.context_actions:
             menu.addAction(act)
         menu.popup(self.viewport().mapToGlobal(pos))
+
+
+class MemoryPage(QtWidgets.QSplitter):
+    """The memories page: the filter bar, the table (or the empty state while the store is empty) and the count
+    label on the left, the detail pane on the right.
+
+    The table (and its text column) takes what the window gains; the detail keeps its width and never grows by
+    itself when a longer memory is shown (its contents wrap instead)."""
+
+    def __init__(self, filter_bar: QtWidgets.QWidget, table: MemoryTable, detail: QtWidgets.QWidget, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(QtCore.Qt.Orientation.Horizontal, parent)
+        self.setObjectName("memorySplitter")
+        self.count_label = QtWidgets.QLabel()
+        self.count_label.setObjectName("countLabel")
+        self.empty_state = EmptyState()
+        self.table_stack = QtWidgets.QStackedWidget()
+        self.table_stack.setObjectName("tableStack")
+        self.table_stack.addWidget(table)
+        self.table_stack.addWidget(self.empty_state)
+        table_box = QtWidgets.QWidget()
+        table_layout = QtWidgets.QVBoxLayout(table_box)
+        table_layout.setContentsMargins(6, 6, 0, 0)
+        table_layout.addWidget(filter_bar)
+        table_layout.addWidget(self.table_stack, 1)
+        table_layout.addWidget(self.count_label)
+        self.addWidget(table_box)
+        self.addWidget(detail)
+        self.setStretchFactor(0, 1)
+        self.setStretchFactor(1, 0)
+        self.setCollapsible(0, False)

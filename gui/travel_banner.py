@@ -1,13 +1,18 @@
-"""The time-travel controls: the toolbar's date box and the banner above the pages while a later date is shown."""
+"""Time travel in the window: the toolbar's date box, the banner above the pages while a later date is shown, and
+:class:`TimeTravel`, which moves the shown date."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from memlens.gui import format as fmt
 from memlens.gui.icons import icon
-from memlens.gui.operations.time_travel import TRAVEL_CHOICES, closest_choice, forecast
-from memlens.gui.qt import QtCore, QtWidgets
+from memlens.gui.memory_model import MemoryTableModel
+from memlens.gui.operations import WindowHost
+from memlens.gui.operations.lifecycle import show_sweep_report
+from memlens.gui.operations.time_travel import TIME_MOVED, TRAVEL_CHOICES, closest_choice, forecast, open_time_travel_dialog, preview_at
+from memlens.gui.qt import QObject, QtCore, QtWidgets, Signal
 from memlens.sweep import SweepReport
 
 
@@ -87,3 +92,76 @@ class TravelBanner(QtWidgets.QFrame):
             f"as they will be; {forecast(report)}."
         )
         self.list_button.setEnabled(bool(report.decisions))
+
+
+class TravelHost(WindowHost, Protocol):
+    """What time travel needs from the window (the main window is one): its shown date, which it sets, the table
+    to reload and the store actions to enable or disable."""
+
+    model: MemoryTableModel
+
+    def set_store_actions(self, has_store: bool) -> None:
+        """Enable the actions that fit: writing ones only at now."""
+
+
+class TimeTravel(QObject):
+    """Moves the window's shown date (``host.travel``) through the toolbar's ``combo``, the dialog and the
+    ``banner``'s buttons, and keeps what a sweep at that date would forget (``report``)."""
+
+    #: Emitted with the new date (None: back at now).
+    changed = Signal(object)
+
+    def __init__(self, host: TravelHost, combo: TravelCombo, banner: TravelBanner, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.combo, self.banner = host, combo, banner
+        self.report: SweepReport | None = None
+        combo.activated.connect(self._chosen)
+        banner.list_button.clicked.connect(self.show_report)
+        banner.back_button.clicked.connect(lambda: self.set_date(None))
+
+    def _chosen(self, index: int) -> None:
+        offset = self.combo.offset(index)
+        if offset == "pick":
+            self.open_dialog()
+        elif isinstance(offset, timedelta):
+            self.set_date(self.host.clock() + offset)
+        else:
+            self.set_date(None)
+
+    def open_dialog(self) -> None:
+        """Pick a date to preview the store at."""
+        open_time_travel_dialog(self.host, self.set_date, self._sync_combo)
+
+    def _sync_combo(self) -> None:
+        self.combo.show_date(self.host.travel, self.host.clock())
+
+    def set_date(self, when: datetime | None) -> None:
+        """Show the store as it will be at ``when`` (read-only), or back at now with None (or a date not later)."""
+        host = self.host
+        if when is not None and when <= host.clock():
+            when = None
+        host.travel = when
+        self.report = None
+        self._sync_combo()
+        host.set_store_actions(host.path is not None)
+        if when is None:
+            self.banner.hide()
+        else:
+            self.banner.show_previewing(when, host.clock())
+            self._preview(when)
+        host.model.reload()
+        host.apply_changes(TIME_MOVED)
+        self.changed.emit(when)
+
+    def _preview(self, when: datetime) -> None:
+        def shown(report: SweepReport) -> None:
+            if self.host.travel == when:
+                self.report = report
+                self.banner.show_forecast(when, self.host.clock(), report)
+
+        preview_at(self.host, when).success(shown).run_in_background()
+
+    def show_report(self) -> None:
+        """List what a sweep at the shown date would forget."""
+        if self.report is not None and self.host.travel is not None:
+            show_sweep_report(self.host, self.report, f"By {fmt.when(self.host.travel)}")
