@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 from memlens.gui.qt import QtCore, QtGui, QtWidgets
 from memlens.text import SNIPPET_CLOSE, SNIPPET_OPEN
@@ -15,23 +16,75 @@ def snippet_html(snippet: str) -> str:
     return out.replace(html.escape(SNIPPET_CLOSE), "</span>")
 
 
-def first_match_visible(snippet: str, font: QtGui.QFont, width: float) -> str:
-    """``snippet`` starting late enough that its first marked match ends within ``width`` pixels in ``font``: the
-    words before it are dropped from the front (shown as "…"), keeping as many of them as fit."""
-    start = snippet.find(SNIPPET_OPEN)
-    end = snippet.find(SNIPPET_CLOSE, start)
-    if start < 0 or end < 0:
+ELLIPSIS = "…"
+
+
+def _marks_balanced(words: list[str]) -> list[str]:
+    """``words`` (a run cut out of a snippet) with a mark reopened at the start or closed at the end when the cut
+    fell inside a marked phrase, so the highlight stays on exactly the words it was on."""
+    text = " ".join(words)
+    if not text:
+        return words
+    first_close, first_open = text.find(SNIPPET_CLOSE), text.find(SNIPPET_OPEN)
+    if first_close >= 0 and (first_open < 0 or first_close < first_open):
+        words = [SNIPPET_OPEN + words[0], *words[1:]]
+    if text.rfind(SNIPPET_OPEN) > text.rfind(SNIPPET_CLOSE):
+        words = [*words[:-1], words[-1] + SNIPPET_CLOSE]
+    return words
+
+
+def elide_words(snippet: str, width: float, measure: Callable[[str], float]) -> str:
+    """The run of whole words of ``snippet`` (« » marks kept) that fits ``width``, as a cell shows it.
+
+    The run starts at the first marked word (and the marked words right after it) and grows to the left, then to the
+    right, one whole word at a time, while it fits; a "…" stands for the words dropped on either side. So no word, marked or not, is ever cut at the cell's
+    edge. ``measure`` gives the width of a piece of text as drawn (marked parts bold). When even the first marked
+    word does not fit, the cell shows just "…" rather than half of it. A snippet with no mark, or one that fits, is
+    returned as it is."""
+    if SNIPPET_OPEN not in snippet or measure(snippet) <= width:
         return snippet
-    plain, bold = QtGui.QFontMetricsF(font), QtGui.QFont(font)
-    bold.setWeight(QtGui.QFont.Weight.DemiBold)
-    match_width = QtGui.QFontMetricsF(bold).horizontalAdvance(snippet[start + len(SNIPPET_OPEN) : end])
-    before = snippet[:start]
-    if plain.horizontalAdvance(before) + match_width <= width:
-        return snippet
-    words = before.split(" ")
-    while words and plain.horizontalAdvance("… " + " ".join(words)) + match_width > width:
-        words.pop(0)
-    return "… " + " ".join(words) + snippet[start:] if words else "…" + snippet[start:]
+    words = snippet.split(" ")
+    first = next(i for i, w in enumerate(words) if SNIPPET_OPEN in w)
+    start, end = first, first + 1
+
+    def shown(lo: int, hi: int) -> str:
+        run = _marks_balanced(words[lo:hi])
+        return " ".join([*([ELLIPSIS] if lo > 0 else []), *run, *([ELLIPSIS] if hi < len(words) else [])])
+
+    if measure(shown(start, end)) > width:
+        return ELLIPSIS
+    # The matched phrase first ("adoption agencies"), then the words before it, then those after.
+    while end < len(words) and SNIPPET_OPEN in words[end] and measure(shown(start, end + 1)) <= width:
+        end += 1
+    while start > 0 and measure(shown(start - 1, end)) <= width:
+        start -= 1
+    while end < len(words) and measure(shown(start, end + 1)) <= width:
+        end += 1
+    return shown(start, end)
+
+
+def snippet_measure(font: QtGui.QFont) -> Callable[[str], float]:
+    """Measures a snippet as :class:`SnippetDelegate` draws it in ``font``: marked parts in the demi-bold weight."""
+    plain = QtGui.QFontMetricsF(font)
+    bold_font = QtGui.QFont(font)
+    bold_font.setWeight(QtGui.QFont.Weight.DemiBold)
+    bold = QtGui.QFontMetricsF(bold_font)
+
+    def measure(text: str) -> float:
+        total, marked = 0.0, False
+        for piece in text.replace(SNIPPET_CLOSE, SNIPPET_OPEN).split(SNIPPET_OPEN):
+            total += (bold if marked else plain).horizontalAdvance(piece)
+            marked = not marked
+        # Rich text lays a line out a pixel or two wider than the sum of its pieces.
+        return total + 2
+
+    return measure
+
+
+def fit_snippet(snippet: str, font: QtGui.QFont, width: float) -> str:
+    """``snippet`` cut to whole words that fit ``width`` pixels in ``font``, around its first match
+    (:func:`elide_words`)."""
+    return elide_words(snippet, width, snippet_measure(font))
 
 
 def _draw_cell_without_text(
@@ -99,8 +152,8 @@ class SnippetDelegate(QtWidgets.QStyledItemDelegate):
         selected = bool(option.state & QtWidgets.QStyle.StateFlag.State_Selected)
         color = option.palette.color(QtGui.QPalette.ColorRole.HighlightedText if selected else QtGui.QPalette.ColorRole.Text)
         rect = option.rect.adjusted(4, 0, -4, 0)
-        # A match far into the passage would be cut off at the cell's edge: start the passage closer to it.
-        text = first_match_visible(text, option.font, rect.width())
+        # Whole words around the first match, so no highlighted word is cut off at the cell's edge.
+        text = fit_snippet(text, option.font, rect.width())
         doc.setHtml(f"<span style='color:{color.name()}; white-space:nowrap'>{snippet_html(text)}</span>")
         painter.save()
         painter.setClipRect(rect)

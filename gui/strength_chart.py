@@ -34,27 +34,75 @@ def _ms(ts: float) -> float:
     return ts * 1000.0
 
 
-#: Tick steps the time axis may use, in seconds: whole hours under three days, whole days above.
+#: Tick steps the time axis may use: whole hours under three days, then days and weeks, months, years.
 _HOUR_STEPS = (1, 2, 3, 4, 6, 12)
-_DAY_STEPS = (1, 2, 3, 7, 14, 30, 61, 91, 182, 365)
+_DAY_STEPS = (1, 2, 3, 7, 14)
+_MONTH_STEPS = (1, 2, 3, 6)
+_YEAR_STEPS = (1, 2, 5, 10)
+_MONTH = 365.2425 / 12 * 86400
+_YEAR = 365.2425 * 86400
 MAX_TICKS = 8
+#: The label format of each kind of step (Qt date format).
+TICK_FORMATS = {"hour": "MMM d hh:mm", "day": "MMM d", "month": "MMM yyyy", "year": "yyyy"}
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """A time axis: its range in epoch seconds, tick count (ticks equally spaced from start to end) and label format."""
+
+    start: float
+    end: float
+    ticks: int
+    format: str
+
+    def labels(self) -> list[str]:
+        """The text under each tick."""
+        step = (self.end - self.start) / max(1, self.ticks - 1)
+        return [QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(self.start + i * step))).toString(self.format) for i in range(self.ticks)]
+
+
+def _candidates(t_min: float, span: float) -> list[tuple[str, datetime, float]]:
+    """(kind, local start, step in seconds) for every step the axis may use, shortest first. Hours and days start on
+    a whole hour or midnight; months start mid-month and years mid-year, so that with a step of an average month (or
+    year) every tick stays inside its own month (year) and the labels name each one once."""
+    local = datetime.fromtimestamp(t_min).astimezone()
+    hour = local.replace(minute=0, second=0, microsecond=0)
+    day = hour.replace(hour=0)
+    mid_month = day.replace(day=15) if local.day >= 15 else (day.replace(day=1) - timedelta(days=1)).replace(day=15)
+    mid_year = day.replace(month=7, day=1) if local.month >= 7 else day.replace(year=local.year - 1, month=7, day=1)
+    out: list[tuple[str, datetime, float]] = []
+    if span < 3 * 86400:
+        out += [("hour", hour, h * 3600.0) for h in _HOUR_STEPS]
+    out += [("day", day, d * 86400.0) for d in _DAY_STEPS]
+    out += [("month", mid_month, m * _MONTH) for m in _MONTH_STEPS]
+    out += [("year", mid_year, y * _YEAR) for y in _YEAR_STEPS]
+    return out
+
+
+def time_axis(t_min: float, t_max: float, max_ticks: int = MAX_TICKS) -> TimeAxis:
+    """The axis covering [t_min, t_max] with at most ``max_ticks`` equally spaced ticks, each on a whole hour, a
+    midnight, inside its own month or inside its own year, labelled to match ("Mar 2 14:00", "Mar 2", "May 2024",
+    "2024"): every label names a different moment, so none repeats ("May … May …")."""
+    span = max(t_max - t_min, 3600.0)
+    options = _candidates(t_min, span)
+    kind, start_dt, step = next(
+        (o for o in options if math.ceil((t_max - o[1].timestamp()) / o[2]) <= max(2, max_ticks) - 1), options[-1]
+    )
+    start = start_dt.timestamp()
+    intervals = max(1, math.ceil((t_max - start) / step))
+    if kind == "day":
+        # Whole days in local time (a DST change makes a day 23 or 25 hours): add days on the calendar, not seconds.
+        end = (start_dt + timedelta(days=intervals * step // 86400)).timestamp()
+    else:
+        end = start + intervals * step
+    return TimeAxis(start, end, intervals + 1, TICK_FORMATS[kind])
 
 
 def even_ticks(t_min: float, t_max: float) -> tuple[float, float, int]:
-    """An axis range covering [t_min, t_max] that starts on a local midnight (or whole hour) and spans a whole
-    number of equal steps, and its tick count: every tick lands on a date (or hour) the same distance apart,
-    never "Dec 1, 3, 4, 6" from rounding uneven steps to the day."""
-    span = max(t_max - t_min, 3600.0)
-    hourly = span < 3 * 86400
-    steps = [h * 3600 for h in _HOUR_STEPS] if hourly else [d * 86400 for d in _DAY_STEPS]
-    start_dt = datetime.fromtimestamp(t_min).astimezone()
-    start_dt = start_dt.replace(minute=0, second=0, microsecond=0) if hourly else start_dt.replace(hour=0, minute=0, second=0, microsecond=0)
-    start = start_dt.timestamp()
-    step = next((st for st in steps if math.ceil((t_max - start) / st) <= MAX_TICKS - 1), steps[-1])
-    intervals = max(1, math.ceil((t_max - start) / step))
-    # Whole days in local time (a DST change makes a day 23 or 25 hours): add days on the calendar, not seconds.
-    end = (start_dt + timedelta(seconds=intervals * step)).timestamp() if hourly else (start_dt + timedelta(days=intervals * step // 86400)).timestamp()
-    return start, end, intervals + 1
+    """An axis range covering [t_min, t_max] and its tick count, every tick the same distance apart on a whole hour,
+    a midnight, a month or a year (:func:`time_axis` with :data:`MAX_TICKS`)."""
+    axis = time_axis(t_min, t_max)
+    return axis.start, axis.end, axis.ticks
 
 
 class StrengthChart(QtWidgets.QWidget):
@@ -84,6 +132,9 @@ class StrengthChart(QtWidgets.QWidget):
         self.now_label = QtWidgets.QGraphicsSimpleTextItem("now", self.chart)
         self.now_label.setZValue(20)
         self._now_ts: float | None = None
+        #: The times the curves span, and the axis laid out for them (its labels are what the ticks read).
+        self._span: tuple[float, float] | None = None
+        self.axis: TimeAxis | None = None
         self.chart.plotAreaChanged.connect(self._place_now_label)
         self.clear()
 
@@ -96,6 +147,8 @@ class StrengthChart(QtWidgets.QWidget):
 
     def _reset_chart(self) -> None:
         self._now_ts = None
+        self._span = None
+        self.axis = None
         self.now_label.hide()
         self.chart.removeAllSeries()
         for axis in list(self.chart.axes()):
@@ -114,9 +167,39 @@ class StrengthChart(QtWidgets.QWidget):
             self.now_label.hide()
             return
         point = self.chart.mapToPosition(QtCore.QPointF(_ms(self._now_ts), 1.0), self.chart.series()[0])
+        # Inside the plot area, beside the line's top end: above it, the label touched the chart's edge or title.
         width = self.now_label.boundingRect().width()
-        self.now_label.setPos(point.x() - width / 2, point.y() - self.now_label.boundingRect().height() - 1)
+        right = point.x() + 3 + width <= self.chart.plotArea().right()
+        self.now_label.setPos(point.x() + 3 if right else point.x() - 3 - width, point.y() + 2)
         self.now_label.show()
+
+    def time_axis(self) -> QtCharts.QDateTimeAxis | None:
+        """The chart's date axis, if a curve is drawn."""
+        return next((a for a in self.chart.axes() if isinstance(a, QtCharts.QDateTimeAxis)), None)
+
+    def _fit_time_axis(self) -> None:
+        """Space and label the date ticks for the span shown and the chart's width: as many as fit with their whole
+        label and a gap (a narrow compare chart gets fewer ticks, never elided labels like "Fe… Fe…")."""
+        x_axis = self.time_axis()
+        if x_axis is None or self._span is None:
+            return
+        metrics = QtGui.QFontMetricsF(x_axis.labelsFont())
+        plot_width = self.chart.plotArea().width() or max(100.0, self.view.width() - 60.0)
+        max_ticks = MAX_TICKS
+        while True:
+            axis = time_axis(*self._span, max_ticks)
+            widest = max(metrics.horizontalAdvance(label) for label in axis.labels())
+            if max_ticks <= 2 or (widest + 16) * axis.ticks <= plot_width:
+                break
+            max_ticks -= 1
+        x_axis.setFormat(axis.format)
+        x_axis.setRange(QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(axis.start))), QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(axis.end))))
+        x_axis.setTickCount(axis.ticks)
+        self.axis = axis
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_time_axis()
 
     def show_curves(self, curves: list[CurveData]) -> None:
         """Draw these memories' curves (one: full detail; several: compared on one chart)."""
@@ -163,11 +246,8 @@ class StrengthChart(QtWidgets.QWidget):
             [(t_min, threshold), (t_max, threshold)], QtGui.QColor("#c0392b"), f"threshold {threshold:.2f}", x_axis, y_axis,
             style=QtCore.Qt.PenStyle.DotLine, width=2.0, legend=False,
         )  # fmt: skip
-        start, end, ticks = even_ticks(t_min, t_max)
-        x_axis.setRange(QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(start))), QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(end))))
-        x_axis.setTickCount(ticks)
-        if (end - start) < 3 * 86400:
-            x_axis.setFormat("MMM d hh:mm")
+        self._span = (t_min, t_max)
+        self._fit_time_axis()
         self.chart.setTitle(f"#{curves[0].memory.id} {curves[0].memory.title}" if single else f"Comparing {len(curves)} memories")
         # One memory: the series are explained in the caption (a legend would not fit a narrow pane). Several: the
         # legend names the memories only; the shared lines are explained in the caption, where nothing is cut off.

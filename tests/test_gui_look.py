@@ -12,7 +12,7 @@ pytest.importorskip("PySide6")
 
 from memlens import MemoryStore
 from memlens.gui import theme
-from memlens.gui.delegates import first_match_visible
+from memlens.gui.delegates import fit_snippet as first_match_visible
 from memlens.gui.dialogs import SettingsDialog
 from memlens.gui.main_window import MainWindow
 from memlens.gui.qt import QtCore, QtGui, QtWidgets
