@@ -58,7 +58,7 @@ class AuditTableModel(LazyTableModel):
         if role == ENTRY_ROLE:
             return e
         if role in (R.DisplayRole, R.AccessibleTextRole):
-            return [str(e.id), fmt.when(e.at), e.operation, e.actor, fmt.id_list(e.target_ids, 3), fmt.audit_summary(e)][column]
+            return [str(e.id), fmt.audit_time(e), e.operation, e.actor, fmt.id_list(e.target_ids, 3), fmt.audit_summary(e)][column]
         if role == R.ToolTipRole and column == 5:
             return fmt.audit_summary(e)
         if role == R.TextAlignmentRole and column == 0:
@@ -247,7 +247,7 @@ class AuditView(QtWidgets.QWidget):
             return
         targets = ", ".join(f"<a href='memory:{t}'>#{t}</a>" for t in entry.target_ids) or "none"
         self.details.setHtml(
-            f"<h4>#{entry.id} {html.escape(entry.operation)} by {html.escape(entry.actor)} at {fmt.when(entry.at)}</h4>"
+            f"<h4>#{entry.id} {html.escape(entry.operation)} by {html.escape(entry.actor)} at {fmt.audit_time(entry)}</h4>"
             f"<p>{html.escape(fmt.audit_summary(entry))}</p>"
             f"<p><b>Targets:</b> {targets}</p>"
             f"{fmt.details_html(entry.details)}"

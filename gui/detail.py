@@ -197,7 +197,7 @@ def memory_html(data: DetailData) -> str:
         parts.append(f"<h4>Metadata</h4><pre style='white-space:pre-wrap'>{html.escape(meta)}</pre>")
     if data.audit:
         lines = "".join(
-            f"<tr><td style='padding-right:10px;white-space:nowrap'>{fmt.when(e.at)}</td><td style='padding-right:10px'>{html.escape(e.actor)}</td>"
+            f"<tr><td style='padding-right:10px'>{html.escape(fmt.audit_time(e))}</td><td style='padding-right:10px'>{html.escape(e.actor)}</td>"
             f"<td>{html.escape(fmt.audit_summary(e))}</td></tr>"
             for e in data.audit
         )
