@@ -1,4 +1,4 @@
-"""Where the store lives, and the store-wide settings every process shares.
+"""The store-wide settings every process shares (where the store lives is :mod:`memlens.store_location`).
 
 Settings that change what the engine decides (thresholds, decay rates) live *in the store* (``meta`` table), so an
 agent writing through the CLI and the GUI watching it apply the same rules. Only per-person preferences (window
@@ -8,25 +8,14 @@ layout, timers) belong to the GUI's QSettings.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from memlens.decay import DecayConfig
+from memlens.store_location import ENV_DB, default_store_path
 
-ENV_DB = "MEMLENS_DB"
-
-
-def default_store_path() -> Path:
-    """``$MEMLENS_DB`` if set, else ``<user data dir>/memlens/memory.db`` (platformdirs)."""
-    env = os.environ.get(ENV_DB)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs  # here, not at the top: most commands are given a store and never need it
-
-    return Path(platformdirs.user_data_dir("memlens", appauthor=False)) / "memory.db"
+__all__ = ["ENV_DB", "SearchTuning", "StoreSettings", "default_store_path"]
 
 
 @dataclass(frozen=True)

@@ -47,3 +47,14 @@ def test_mcp_install_prints_the_claude_line_and_writes_cursor_config(tmp_path: P
     assert "claude mcp add --scope user memlens -- /" in out and str(db) in out
     server = json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["memlens"]
     assert Path(server["command"]).is_absolute() and server["args"][-1] == "mcp" and str(db) in server["args"]
+
+
+def test_the_snippets_always_name_the_store(tmp_path: Path, monkeypatch):
+    """Without --db the snippet pins the store this shell would use: the agent's environment may lack $MEMLENS_DB,
+    and a hook given --db never has to look up the user data folder."""
+    store = tmp_path / "elsewhere" / "memory.db"
+    monkeypatch.setenv("MEMLENS_DB", str(store))
+    snippet = json.loads(memlens(tmp_path, "hook", "install").split("\n", 1)[1])
+    command = snippet["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+    assert f"--db {store} hook" in command
+    assert f"--db {store} mcp" in memlens(tmp_path, "mcp", "install")

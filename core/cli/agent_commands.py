@@ -94,7 +94,9 @@ def _install(args: argparse.Namespace, what: str) -> int:
 
     from memlens import agent_setup
 
-    db = getattr(args, "db", None)
+    # The store is always named in the snippet: the agent's environment may lack the $MEMLENS_DB this shell has,
+    # and a hook given --db never loads platformdirs (that is most of its wait).
+    db = str(store_path(args))
     home = Path.home()
     if what == "hook":
         targets = [(home / ".claude" / "settings.json", agent_setup.claude_hooks(db))]
