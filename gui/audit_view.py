@@ -58,7 +58,9 @@ class AuditTableModel(LazyTableModel):
         if role == ENTRY_ROLE:
             return e
         if role in (R.DisplayRole, R.AccessibleTextRole):
-            return [str(e.id), fmt.audit_time(e), e.operation, e.actor, fmt.id_list(e.target_ids, 3), fmt.audit_summary(e)][column]
+            return [str(e.id), fmt.audit_time(e, written=False), e.operation, e.actor, fmt.id_list(e.target_ids, 3), fmt.audit_summary(e)][column]
+        if role == R.ToolTipRole and column == 1:
+            return fmt.audit_time(e)
         if role == R.ToolTipRole and column == 5:
             return fmt.audit_summary(e)
         if role == R.TextAlignmentRole and column == 0:
@@ -121,6 +123,8 @@ class AuditView(QtWidgets.QWidget):
         bar.addWidget(self.message)
 
         self.table = lazy_table_view(self.model, "auditTable", "Audit log", (70, 130, 110, 70, 150))
+        # The When column fits a whole time marked "as of" (an operation run at a simulated time).
+        self.table.horizontalHeader().resizeSection(1, self.table.fontMetrics().horizontalAdvance("2026-03-02 04:00 (as of)") + 16)
         self.table.doubleClicked.connect(self._activated)
         self.details = QtWidgets.QTextBrowser()
         self.details.setObjectName("auditDetails")

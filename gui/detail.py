@@ -139,6 +139,12 @@ def _row(label: str, value: str) -> str:
     return f"<tr><td style='padding:1px 14px 1px 0;vertical-align:top;white-space:nowrap'><b>{html.escape(label)}</b></td><td>{value}</td></tr>"
 
 
+def _written_note(entry: AuditEntry) -> str:
+    """Under an entry run at a simulated time, when it was really written (its time column shows the "as of")."""
+    full = fmt.audit_time(entry)
+    return f"<br><small>{html.escape(full[full.index('(') :])}</small>" if full != fmt.when(entry.at) else ""
+
+
 def memory_html(data: DetailData) -> str:
     """The Memory tab: content, explanation, metadata, provenance and audit trail as HTML."""
     m = data.memory
@@ -197,8 +203,8 @@ def memory_html(data: DetailData) -> str:
         parts.append(f"<h4>Metadata</h4><pre style='white-space:pre-wrap'>{html.escape(meta)}</pre>")
     if data.audit:
         lines = "".join(
-            f"<tr><td style='padding-right:10px'>{html.escape(fmt.audit_time(e))}</td><td style='padding-right:10px'>{html.escape(e.actor)}</td>"
-            f"<td>{html.escape(fmt.audit_summary(e))}</td></tr>"
+            f"<tr><td style='padding-right:10px;white-space:nowrap'>{fmt.when(e.as_of)}</td><td style='padding-right:10px'>{html.escape(e.actor)}</td>"
+            f"<td>{html.escape(fmt.audit_summary(e))}{_written_note(e)}</td></tr>"
             for e in data.audit
         )
         parts.append(f"<h4>Audit trail</h4><table cellspacing='0'>{lines}</table>")

@@ -18,13 +18,14 @@ def when(dt: datetime | None) -> str:
     return dt.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
-def audit_time(entry: AuditEntry) -> str:
+def audit_time(entry: AuditEntry, *, written: bool = True) -> str:
     """When an audit entry's operation happened, truthfully: the wall-clock time it was written, or, for an operation
     run at a simulated time (a demo, ``--now``, a back-dated sweep), that time marked "as of" with the real writing
-    time beside it ("2026-03-02 04:00 (as of; written 2026-12-01 03:43)")."""
+    time beside it ("2026-03-02 04:00 (as of; written 2026-12-01 03:43)"; without ``written``, for a table cell
+    whose tooltip gives the rest: "2026-03-02 04:00 (as of)")."""
     if "as_of" not in entry.details or entry.as_of == entry.at:
         return when(entry.at)
-    return f"{when(entry.as_of)} (as of; written {when(entry.at)})"
+    return f"{when(entry.as_of)} (as of; written {when(entry.at)})" if written else f"{when(entry.as_of)} (as of)"
 
 
 def short_when(dt: datetime | None, now: datetime) -> str:

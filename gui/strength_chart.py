@@ -136,6 +136,7 @@ class StrengthChart(QtWidgets.QWidget):
         self._span: tuple[float, float] | None = None
         self.axis: TimeAxis | None = None
         self.chart.plotAreaChanged.connect(self._place_now_label)
+        self.chart.plotAreaChanged.connect(lambda _area: self._fit_time_axis())
         self.clear()
 
     def clear(self, message: str = "Select a memory to see its strength over time.") -> None:
@@ -189,9 +190,13 @@ class StrengthChart(QtWidgets.QWidget):
         while True:
             axis = time_axis(*self._span, max_ticks)
             widest = max(metrics.horizontalAdvance(label) for label in axis.labels())
-            if max_ticks <= 2 or (widest + 16) * axis.ticks <= plot_width:
+            if max_ticks <= 2 or (widest + 16) * (axis.ticks - 1) <= plot_width:
                 break
             max_ticks -= 1
+        if axis == self.axis:
+            return  # laid out already (the plot area moved by a pixel, or a resize changed nothing)
+        # The last label is centred on the plot's right edge: leave it half its width of room, or Qt elides it.
+        self.chart.setMargins(QtCore.QMargins(4, 4, 4 + math.ceil(widest / 2), 4))
         x_axis.setFormat(axis.format)
         x_axis.setRange(QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(axis.start))), QtCore.QDateTime.fromMSecsSinceEpoch(int(_ms(axis.end))))
         x_axis.setTickCount(axis.ticks)

@@ -36,4 +36,4 @@ def test_the_audit_table_shows_the_as_of_time(qtbot, tmp_path: Path):
         memory = store.remember("the build uses bun workspaces", layer="semantic", now=SIMULATED)
         entry = store.audit(target_id=memory.id)[0]
         model = AuditTableModel(None)
-        assert "as of" in model.cell(entry, 1, 0)
+        assert "as of" in model.cell(entry, 1, 0) and "written" in model.cell(entry, 1, 3)
