@@ -140,6 +140,8 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.detail.setMinimumWidth(260)
         self.details = DetailController(self, self)
         self.details.shown.connect(self.detail_shown)
+        # Also without a selection (a forgotten memory named elsewhere): what the detail shows, it shows open.
+        self.details.shown.connect(lambda _memory_id: self.memory_splitter.show_detail(True))
         self.refresher = Refresher(self, self)
         self.refresher.counts_loaded.connect(self.counts_loaded)
         self.refresher.lists_loaded.connect(self.lists_loaded)
@@ -270,7 +272,8 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
 
     def save_state(self) -> None:
         """Remember geometry, toolbar/dock state, splitters, column layout, view and preferences."""
-        save_state(self)
+        with self.memory_splitter.as_chosen():
+            save_state(self)
 
     # --- opening and closing stores ------------------------------------------------------------------------------
 

@@ -3,14 +3,19 @@ header's show/hide menu and the row context menu; and the empty state shown inst
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from memlens.gui.columns import COLUMN_INDEX, COLUMNS
 from memlens.gui.delegates import SnippetDelegate, StrengthDelegate
 from memlens.gui.icons import icon
 from memlens.gui.memory_model import MemoryTableModel
 from memlens.gui.qt import QtCore, QtGui, QtWidgets
 
-#: The narrowest a table column other than the title gets in a narrow window (pixels).
-NARROWEST_COLUMN = 40
+#: The least the text (title) column keeps before other columns are hidden for room: this many pixels, or this share
+#: of the table when that is more.
+TEXT_MIN_WIDTH = 240
+TEXT_MIN_SHARE = 0.4
 
 
 class EmptyState(QtWidgets.QWidget):
@@ -58,7 +63,8 @@ class EmptyState(QtWidgets.QWidget):
 
 class MemoryTable(QtWidgets.QTableView):
     """The table of memories over ``model``: rows selected whole, sorted by clicking a header, and the text (title)
-    column kept the widest however narrow the window. ``context_actions`` fill the right-click menu."""
+    column kept readable however narrow the window (see :meth:`fit_columns`). ``context_actions`` fill the right-click
+    menu."""
 
     def __init__(self, model: MemoryTableModel, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -89,6 +95,8 @@ class MemoryTable(QtWidgets.QTableView):
         header.customContextMenuRequested.connect(self._header_menu)
         self.strength_delegate = StrengthDelegate(self)
         self._fitting = False
+        #: Columns the person shows that are hidden only for want of room (shown again when the table widens).
+        self._dropped: set[int] = set()
         # Wide enough for a 7-digit id (the font decides, not a fixed number of pixels).
         self._id_width = self.fontMetrics().horizontalAdvance("0000000") + 20
         self._column_widths = {i: max(c.width, self._id_width) if c.key == "id" else c.width for i, c in enumerate(COLUMNS) if c.width is not None}
@@ -131,6 +139,7 @@ class MemoryTable(QtWidgets.QTableView):
         for section, column in enumerate(COLUMNS):
             if column.search_only:
                 header.setSectionHidden(section, not searching)
+        self.fit_columns()
         section, order = self.memories.sort_column()
         # Only the indicator: the model has already ordered its rows (a search starts in score order).
         header.blockSignals(True)
@@ -143,48 +152,58 @@ class MemoryTable(QtWidgets.QTableView):
         return super().eventFilter(watched, event)
 
     def _section_resized(self, section: int, _old: int, new: int) -> None:
-        if section != COLUMN_INDEX["title"] and not self._fitting:
+        # Hiding a column (Qt may do it later, outside fit_columns) resizes it to 0: not a width the person chose.
+        if section != COLUMN_INDEX["title"] and not self._fitting and new > 0:
             self._column_widths[section] = new  # the person's choice, given up only while the table is too narrow
             self.fit_columns()
 
     def fit_columns(self) -> None:
-        """Keep the text (title) column the widest: when the table is too narrow for every column at its width,
-        the other columns give up room in proportion (down to their header's width), never the title."""
+        """Keep the text (title) column readable: every other shown column keeps its width (at least its header's,
+        so no header is cut), and when they leave the text less than :data:`TEXT_MIN_WIDTH` (or
+        :data:`TEXT_MIN_SHARE` of the table), the columns of lowest :attr:`~memlens.gui.columns.Column.priority` are
+        hidden (never squeezed) until it fits; they come back when the table widens."""
+        if self._fitting:
+            return
         header = self.horizontalHeader()
         title = COLUMN_INDEX["title"]
-        others = [i for i in range(len(COLUMNS)) if i != title and not header.isSectionHidden(i)]
-        if not others:
-            return
-        sizes = self._fitted_sizes(others, self.viewport().width())
+        shown = [i for i in range(len(COLUMNS)) if i != title and (i in self._dropped or not header.isSectionHidden(i))]
+        widths = {i: self._readable_width(i) for i in shown}
+        available = self.viewport().width()
+        room = available - max(TEXT_MIN_WIDTH, int(available * TEXT_MIN_SHARE))
+        droppable = sorted((i for i in shown if COLUMNS[i].priority is not None), key=lambda i: (COLUMNS[i].priority, -i))
+        dropped: set[int] = set()
+        while droppable and sum(w for i, w in widths.items() if i not in dropped) > room:
+            dropped.add(droppable.pop(0))
         self._fitting = True
         try:
-            for i, width in sizes.items():
-                header.resizeSection(i, width)
+            for i in shown:
+                header.setSectionHidden(i, i in dropped)
+                if i not in dropped:
+                    header.resizeSection(i, widths[i])
+            self._dropped = dropped
         finally:
             self._fitting = False
 
-    def _fitted_sizes(self, others: list[int], available: int) -> dict[int, int]:
-        """The widths of the columns ``others`` in a table ``available`` pixels wide."""
-        wanted = {i: self._column_widths.get(i, COLUMNS[i].width or 80) for i in others}
-        # Scaled so that the title keeps more than the widest other column, and a third of the table at least.
-        total, widest = sum(wanted.values()), max(wanted.values())
-        scale = min(1.0, (available - 24) / (total + widest), (available * 2 / 3) / total)
-        fm = self.horizontalHeader().fontMetrics()
-        sizes: dict[int, int] = {}
-        for i, width in wanted.items():
-            floor = fm.horizontalAdvance(str(COLUMNS[i].header)) + 14
-            if COLUMNS[i].key == "id":
-                floor = max(floor, self._id_width)  # ids of 7 digits stay whole
-            sizes[i] = max(floor, int(width * scale))
-        # Too many columns for their headers (a search over all layers at 1024 px): rather than squeeze the title
-        # to nothing and scroll sideways, the others go below their header's width (it is elided), ids excepted.
-        excess = sum(sizes.values()) - int(available * 2 / 3)
-        soft = {i: w - NARROWEST_COLUMN for i, w in sizes.items() if COLUMNS[i].key != "id" and w > NARROWEST_COLUMN}
-        if excess > 0 and soft:
-            share = min(1.0, excess / sum(soft.values()))
-            for i, spare in soft.items():
-                sizes[i] -= int(spare * share)
-        return sizes
+    def _readable_width(self, section: int) -> int:
+        """The person's width for a column, but never less than its header needs (nor, for ids, 7 digits)."""
+        header = self.horizontalHeader()
+        width = max(self._column_widths.get(section, COLUMNS[section].width or 80), header.sectionSizeFromContents(section).width())
+        return max(width, self._id_width) if COLUMNS[section].key == "id" else width
+
+    def show_dropped(self) -> None:
+        """Show the columns hidden for room (until the next :meth:`fit_columns`): the header as the person chose it."""
+        self._fitting = True
+        try:
+            for i in self._dropped:
+                self.horizontalHeader().setSectionHidden(i, False)
+        finally:
+            self._fitting = False
+        self._dropped = set()
+
+    def _choose_column(self, section: int, shown: bool) -> None:
+        self._dropped.discard(section)
+        self.horizontalHeader().setSectionHidden(section, not shown)
+        self.fit_columns()
 
     def _header_menu(self, pos: QtCore.QPoint) -> None:
         """Right-click on the header: show or hide columns."""
@@ -195,8 +214,8 @@ class MemoryTable(QtWidgets.QTableView):
                 continue
             act = menu.addAction(column.header if column.header != "#" else "Id")
             act.setCheckable(True)
-            act.setChecked(not header.isSectionHidden(section))
-            act.toggled.connect(lambda on, sec=section: header.setSectionHidden(sec, not on))
+            act.setChecked(section in self._dropped or not header.isSectionHidden(section))
+            act.toggled.connect(lambda on, sec=section: self._choose_column(sec, on))
         menu.popup(header.mapToGlobal(pos))
 
     def _table_menu(self, pos: QtCore.QPoint) -> None:
@@ -211,7 +230,8 @@ class MemoryPage(QtWidgets.QSplitter):
     label on the left, the detail pane on the right.
 
     The table (and its text column) takes what the window gains; the detail keeps its width and never grows by
-    itself when a longer memory is shown (its contents wrap instead)."""
+    itself when a longer memory is shown (its contents wrap instead). While nothing is selected the detail collapses
+    and gives its width to the table; a selection opens it again at the person's width (:meth:`show_detail`)."""
 
     def __init__(self, filter_bar: QtWidgets.QWidget, table: MemoryTable, detail: QtWidgets.QWidget, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(QtCore.Qt.Orientation.Horizontal, parent)
@@ -234,3 +254,48 @@ class MemoryPage(QtWidgets.QSplitter):
         self.setStretchFactor(0, 1)
         self.setStretchFactor(1, 0)
         self.setCollapsible(0, False)
+        #: The detail's width as the person left it, given back each time it opens.
+        self.detail_width = detail.minimumWidth()
+        self._detail_shown = table.selectionModel().hasSelection()  # what show_detail last asked for (see showEvent)
+        self.splitterMoved.connect(self._remember_detail_width)
+        self.table = table
+        table.selectionModel().selectionChanged.connect(self._selection_changed)
+        table.model().modelReset.connect(self._selection_changed)
+
+    def _selection_changed(self, *_args: object) -> None:
+        self.show_detail(self.table.selectionModel().hasSelection())
+
+    def _remember_detail_width(self, *_args: object) -> None:
+        if self.sizes()[1] > 0:
+            self.detail_width = self.sizes()[1]
+
+    def show_detail(self, shown: bool) -> None:
+        """Open the detail at the person's width, or collapse it to give its width to the table."""
+        self._detail_shown = shown
+        if not self.isVisible():
+            return  # a hidden splitter's sizes are not yet its real ones: showEvent applies the wish
+        table_width, detail_width = self.sizes()
+        if shown == (detail_width > 0):
+            return
+        if detail_width > 0:
+            self.detail_width = detail_width
+        total = table_width + detail_width
+        self.setSizes([total - self.detail_width, self.detail_width] if shown else [total, 0])
+
+    def showEvent(self, event: QtGui.QShowEvent) -> None:
+        super().showEvent(event)
+        self.show_detail(self._detail_shown)
+
+    @contextmanager
+    def as_chosen(self) -> Iterator[None]:
+        """Within, the page is laid out as the person chose it (the detail open at their width, no column hidden for
+        room), so that saving it keeps their choices and not what an empty selection or a narrow window made of
+        them; afterwards it is laid out for the window again."""
+        shown = self._detail_shown
+        self.show_detail(True)
+        self.table.show_dropped()
+        try:
+            yield
+        finally:
+            self.show_detail(shown)
+            self.table.fit_columns()
