@@ -284,6 +284,7 @@ def test_gui_takes_db_after_the_command():
 def test_the_hook_fast_path_still_works(tmp_path: Path):
     db = tmp_path / "h.db"
     event = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1", "cwd": str(tmp_path)})
-    assert memlens("--db", str(db), "hook", stdin=event).returncode == 0
-    assert memlens("hook", "--db", str(db), stdin=event).returncode == 0
+    # --wait: the hook otherwise hands the write to a detached child and returns before it is done.
+    assert memlens("--db", str(db), "hook", "--wait", stdin=event).returncode == 0
+    assert memlens("hook", "--db", str(db), "--wait", stdin=event).returncode == 0
     assert db.exists()
