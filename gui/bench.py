@@ -280,8 +280,8 @@ class Driver:
 
     def dialog(self, name: str) -> QtWidgets.QDialog | None:
         """The window's visible dialog named ``name``, if any."""
-        found = self.window.findChild(QtWidgets.QDialog, name)
-        return found if found is not None and found.isVisible() else None
+        # Every dialog of that name, not the first: a closed one may linger until deleteLater has run.
+        return next((d for d in self.window.findChildren(QtWidgets.QDialog, name) if d.isVisible()), None)
 
     def settled(self) -> bool:
         """Nothing loading, no task running, no search waiting for its debounce."""
