@@ -77,11 +77,13 @@ class Refresher(QObject):
         self.stale_pages: set[str] = set()
         #: (expiring-soon filter on, memories whose TTL is past its horizon) at the last look.
         self.expiries_seen: tuple[bool, int] | None = None
+        self.first_counts = False  # set when a store opens: its first counts may move an empty view to "all"
 
     def reset(self) -> None:
         """A store was opened: nothing is stale yet, and the next expiry check sets the baseline."""
         self.stale_pages.clear()
         self.expiries_seen = None
+        self.first_counts = True
 
     def refresh_counts(self) -> None:
         """Reload the sidebar's layer counts (and notice an empty store)."""
@@ -102,9 +104,19 @@ class Refresher(QObject):
             self.counts, self.is_empty = result
             host.sidebar.set_counts(self.counts)
             host.table_stack.setCurrentWidget(host.empty_state if self.is_empty else host.table)
+            if self.first_counts:
+                self.first_counts = False
+                self._leave_an_empty_first_view()
             self.counts_loaded.emit(self.counts)
 
         host.reader.submit("counts", counts, shown, lambda e: host.show_error("Could not count memories", e))
+
+    def _leave_an_empty_first_view(self) -> None:
+        """A store opened on a layer it has nothing in (the view remembered from another store) shows all memories
+        instead: a search typed there would say "0 matches" while the store holds hundreds."""
+        view = self.host.sidebar.current_view()
+        if view in self.counts and self.counts[view] == 0 and sum(self.counts.values()) > 0:
+            self.host.sidebar.select("all")
 
     def refresh_lists(self) -> None:
         """Reload the project list, the audit operations and the store's settings."""

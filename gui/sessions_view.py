@@ -127,7 +127,11 @@ class SessionsView(QtWidgets.QWidget):
         splitter = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         splitter.addWidget(self.table)
         splitter.addWidget(right)
-        splitter.setSizes([600, 420])
+        # The list gets the larger share, and keeps it as the window narrows: at 1024 px its session names must
+        # stay whole, while the observations wrap.
+        splitter.setSizes([680, 340])
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 1)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(splitter)

@@ -241,6 +241,11 @@ def test_sessions_fit_without_horizontal_scrolling_at_1024(qtbot, make_window, d
     table = window.sessions_view.table
     assert table.model().rowCount() > 0
     assert table.horizontalScrollBar().maximum() == 0
+    # ...and the session names are whole (they were cut to "shop-w…" at 1024).
+    metrics = table.fontMetrics()
+    model = table.model()
+    names = [str(model.index(r, 0).data()) for r in range(min(model.rowCount(), 30))]
+    assert table.columnWidth(0) >= max(metrics.horizontalAdvance(n) for n in names) + 8, (table.columnWidth(0), names[:3])
 
 
 # --- 4. selection and detail agree -------------------------------------------------------------------------------
@@ -266,3 +271,16 @@ def test_after_forget_nothing_is_selected_and_the_detail_says_so(qtbot, make_win
     assert window.selected_ids() == []
     assert "Nothing selected" in window.detail.browser.toPlainText()
     assert window.model.index(row, 0).data(ID_ROLE) != memory.id
+
+
+def test_a_store_opened_on_a_layer_it_has_nothing_in_shows_all_memories(qtbot, make_window, tmp_path):
+    """The view remembered from another store (Semantic) was kept on a store holding only episodes: a search then
+    said "0 matches" while the store held thousands."""
+    path = tmp_path / "episodes.db"
+    with MemoryStore.open(path) as store:
+        for i in range(5):
+            store.remember(f"Caroline talked about adoption agencies, turn {i}", layer="episodic", type="message", now=NOW)
+    window = make_window(path)
+    qtbot.waitUntil(lambda: window.sidebar.current_view() == "all", timeout=10000)
+    qtbot.waitUntil(window.is_idle, timeout=10000)
+    assert window.model.rowCount() == 5
