@@ -3,8 +3,8 @@
 ``memlens mcp [--db PATH]`` serves one store over stdio with the official ``mcp`` SDK (the optional extra
 ``memlens[mcp]``). Tools: ``save``, ``recall``, ``forget``, ``observe``, ``history``, ``preview_supersede`` and
 ``stats``. They are thin: each calls the same :class:`memlens.store.MemoryStore` method the CLI and the GUI use.
-A bad argument or an unknown id comes back as a tool error with the store's readable message (the model can
-correct itself); the server keeps running.
+A bad argument, an argument name a tool does not take, or an unknown id comes back as a tool error in plain words
+(the model can correct itself); the server keeps running.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import anyio
 import mcp_types
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
@@ -315,8 +315,77 @@ class _CheckedLines:
             await self._write.send(SessionMessage(reply))
 
 
+# --- arguments, checked the same way for every tool ---------------------------------------------------------------
+#
+# The SDK's argument models ignore names they do not know, and report a bad value in pydantic's words with a link
+# to pydantic's documentation. A model misspelling `importance` would never learn that its value was dropped, so
+# unknown names are refused, and every argument error is said in plain words naming the argument.
+
+#: Plain words for pydantic's error types; any other type keeps pydantic's message with "Input should" -> "must".
+_PLAIN_PROBLEMS = {
+    "missing": "is required",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+}
+
+
+def unknown_arguments_problem(tool: str, arguments: dict[str, Any], accepted: list[str]) -> str | None:
+    """What is wrong when ``arguments`` holds names ``tool`` does not take (listing the ones it does), or None."""
+    unknown = [name for name in arguments if name not in accepted]
+    if not unknown:
+        return None
+    named = ", ".join(repr(name) for name in unknown)
+    return f"unknown argument{'s' if len(unknown) > 1 else ''} {named}; {tool} accepts: {', '.join(accepted) if accepted else 'no arguments'}"
+
+
+def plain_validation_problem(exc: ValidationError) -> str:
+    """Each of pydantic's argument errors as "name: what is wrong, not <value>", joined with "; "."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        kind = err["type"]
+        what = _PLAIN_PROBLEMS.get(kind) or str(err["msg"]).replace("Input should", "must", 1)
+        if kind != "missing":
+            shown = repr(err.get("input"))
+            what += f", not {shown if len(shown) <= 60 else shown[:57] + '...'}"
+        problems.append(f"{where}: {what}")
+    return "; ".join(problems)
+
+
 class MemlensMCPServer(MCPServer):
-    """The SDK's server, with a stdio transport that answers every request (see :func:`reply_to_unreadable`)."""
+    """The SDK's server, with arguments checked strictly and told plainly (see :func:`plain_validation_problem`),
+    and a stdio transport that answers every request (see :func:`reply_to_unreadable`)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """The SDK's call, refusing unknown argument names and rewording argument errors."""
+        tool = self._tool_manager.get_tool(name)  # the SDK offers no public lookup of one tool's schema
+        if tool is not None:
+            accepted = list(tool.parameters.get("properties", {}))
+            if (problem := unknown_arguments_problem(name, arguments, accepted)) is not None:
+                raise ToolError(f"Error executing tool {name}: {problem}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # Only the arguments' own validation has a ValidationError as its direct cause; errors from inside a
+            # tool arrive wrapped (or as UnexpectedToolError) and keep their text.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {plain_validation_problem(exc.__cause__)}") from exc.__cause__
+
+    def add_tool(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        """The SDK's registration; the tool's schema also says that no other arguments are accepted."""
+        super().add_tool(fn, *args, **kwargs)
+        tool = self._tool_manager.get_tool(kwargs.get("name") or fn.__name__)
+        if tool is not None:
+            tool.parameters["additionalProperties"] = False
 
     async def run_stdio_async(self) -> None:
         """Serve over stdin/stdout until the client closes stdin."""
