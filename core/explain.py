@@ -17,6 +17,7 @@ from memlens.models import Memory
 from memlens.rules.base import article, duration
 from memlens.storage.validation import check_time
 from memlens.sweep import StoreView
+from memlens.text import local_time
 
 if TYPE_CHECKING:
     from memlens.store import MemoryStore
@@ -46,7 +47,7 @@ def explain(store: MemoryStore, memory_id: int, *, now: datetime) -> str:
         ends = memory.created_at + timedelta(hours=settings.grace_hours)
         first = (
             f"Created {_span(now - memory.created_at)} ago, inside the {settings.grace_hours:g}-hour grace period: no sweep "
-            f"touches it before {ends:%Y-%m-%d %H:%M} UTC (strength {value:.2f})."
+            f"touches it before {local_time(ends)} (strength {value:.2f})."
         )
     else:
         first = _fate(view, settings, memory, now) or _outlook(store, memory, value, hours, now)
@@ -71,13 +72,13 @@ def _outlook(store: MemoryStore, memory: Memory, value: float, hours: float, now
         fade = decay.fades_at(memory, cfg.forget_threshold, cfg)
         if fade is not None:
             return (
-                f"{base}; it falls below {cfg.forget_threshold:g} on {fade:%Y-%m-%d %H:%M} UTC (in {_span(fade - now)}) "
+                f"{base}; it falls below {cfg.forget_threshold:g} on {local_time(fade)} (in {_span(fade - now)}) "
                 "unless recalled, and the sweep then forgets it."
             )
         return f"{base}."
     ttl = ""
     if memory.forget_after is not None:
-        ttl = f" Its TTL runs out on {memory.forget_after:%Y-%m-%d %H:%M} UTC (in {_span(memory.forget_after - now)})."
+        ttl = f" Its TTL runs out on {local_time(memory.forget_after)} (in {_span(memory.forget_after - now)})."
     floor = ""
     if decay.has_floor(memory.layer, memory.type) and value <= min(cfg.floor, decay.initial_strength(memory.importance)) + 1e-12:
         floor = f", at its floor of {cfg.floor:g}"
@@ -117,7 +118,7 @@ def _explain_gone(store: MemoryStore, memory_id: int) -> str:
         if entry.operation not in _ERASING or str(memory_id) not in entry.details.get("content_sha256", {}):
             continue
         reason = entry.details.get("reason")
-        when = f"{entry.as_of:%Y-%m-%d %H:%M} UTC"  # the time the sweep or forget acted as of
+        when = local_time(entry.as_of)  # the time the sweep or forget acted as of
         if entry.operation == "sweep":
             into = entry.details.get("archived_into")
             archived = f" It was archived into #{into}." if into else ""

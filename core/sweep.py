@@ -30,7 +30,7 @@ from memlens.db import Connection
 from memlens.rules.base import DuplicateLink, MemoryRow, RankInput, RankRow, RulePlan, SweepDecision, TaggedLatest
 from memlens.rules.capacity import ARCHIVE_MIN_CHARS
 from memlens.storage.forgetting import ForgetGroup
-from memlens.text import similarity_tokens, token_key
+from memlens.text import local_time, similarity_tokens, token_key
 
 __all__ = [
     "ACTIONS", "APPLY_BATCH", "ARCHIVE_EXCERPT_CHARS", "ARCHIVE_MIN_CHARS", "STATE_KEY", "CancelCheck", "DuplicateLink",
@@ -83,10 +83,10 @@ class SweepReport:
         """One line: what the sweep did or would do."""
         verb = "would act on" if self.dry_run else "stopped after acting on" if self.stopped else "acted on"
         if not self.decisions:
-            return f"sweep at {self.now:%Y-%m-%d %H:%M} UTC: nothing to do"
+            return f"sweep at {local_time(self.now)}: nothing to do"
         parts = ", ".join(f"{n} {rule}" for rule, n in self.counts.items() if n)
         noun = "memory" if len(self.decisions) == 1 else "memories"
-        return f"sweep at {self.now:%Y-%m-%d %H:%M} UTC {verb} {len(self.decisions)} {noun} ({parts})"
+        return f"sweep at {local_time(self.now)} {verb} {len(self.decisions)} {noun} ({parts})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

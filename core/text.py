@@ -23,6 +23,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 # Han (incl. extension A and compatibility ideographs), kana, Hangul syllables and jamo.
 _CJK_CLASS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -316,3 +317,15 @@ def comparable(value: float, threshold: float, *, digits: int = 2) -> tuple[str,
         if (shown < limit) == (value < threshold) and (shown > limit) == (value > threshold):
             return text, threshold_text
     return f"{value:.6g}", threshold_text
+
+
+def local_time(when: datetime, *, seconds: bool = False) -> str:
+    """A time as people read it: in the local zone, with its UTC offset shown (``2027-06-01 19:00 +00:00``).
+
+    For what is printed to a person; text that is stored (memories, audit details) keeps explicit UTC, so it reads
+    the same on every machine. A time without a zone is taken as UTC."""
+    local = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone()
+    offset = local.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return f"{local:%Y-%m-%d %H:%M{':%S' if seconds else ''}} {sign}{minutes // 60:02d}:{minutes % 60:02d}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,6 +12,10 @@ import pytest
 
 # Set by the test configuration, not by the person running the tests.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Times printed for people are in the local zone; the expected texts are written for UTC, whatever the machine's zone
+# (tests that check another zone set TZ for the process they start).
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 from memlens import MemoryStore
 

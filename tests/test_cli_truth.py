@@ -71,6 +71,7 @@ def test_every_writing_command_refuses_another_time_without_yes(store: str, tmp_
         ["sweep"],
         ["doctor", "--repair"],
         ["embed", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+        ["import", str(export)],  # once imported as of --now without asking
     ):
         proc = memlens("--db", store, *argv, "--now", FUTURE)
         assert proc.returncode == 2 and "--yes" in proc.stderr, (argv, proc.stderr)
@@ -288,3 +289,11 @@ def test_the_hook_fast_path_still_works(tmp_path: Path):
     assert memlens("--db", str(db), "hook", "--wait", stdin=event).returncode == 0
     assert memlens("hook", "--db", str(db), "--wait", stdin=event).returncode == 0
     assert db.exists()
+
+
+def test_sentences_about_times_are_printed_in_the_local_zone(store: str):
+    """The sweep's summary and explain's sentences once said "... UTC" whatever the person's zone."""
+    swept = memlens("--db", store, "sweep", "--dry-run", "--now", "2027-06-01T10:00-09:00", tz="Asia/Tokyo")
+    assert swept.returncode == 0 and swept.stdout.startswith("sweep at 2027-06-02 04:00 +09:00"), swept
+    explained = memlens("--db", store, "explain", "1", tz="Asia/Tokyo")  # the chitchat: when it fades below the threshold
+    assert explained.returncode == 0 and "UTC" not in explained.stdout and "+09:00" in explained.stdout, explained

@@ -34,7 +34,7 @@ def test_memory_that_will_fade(store: MemoryStore, t0):
     text = store.explain(obs.id, now=t0 + DAY)
     assert text == (
         "Strength 0.47 after 24 hours unused (never recalled; an observation: half-life 69 h); it falls below 0.1 on "
-        f"{fade:%Y-%m-%d %H:%M} UTC (in 6 days) unless recalled, and the sweep then forgets it."
+        f"{fade:%Y-%m-%d %H:%M} +00:00 (in 6 days) unless recalled, and the sweep then forgets it."
     )
 
 
@@ -50,13 +50,13 @@ def test_knowledge_on_its_floor(store: MemoryStore, t0):
 
 def test_ttl_pinned_grace_and_low_value(store: MemoryStore, t0):
     ttl = store.remember("Temporary: the demo account password rotates daily", ttl_days=2, now=t0)
-    assert store.explain(ttl.id, now=t0 + DAY).endswith("Its TTL runs out on 2026-01-07 09:00 UTC (in 24 hours).")
-    assert store.explain(ttl.id, now=t0 + 3 * DAY).startswith("Its TTL ran out on 2026-01-07 09:00 UTC; the next sweep forgets it")
+    assert store.explain(ttl.id, now=t0 + DAY).endswith("Its TTL runs out on 2026-01-07 09:00 +00:00 (in 24 hours).")
+    assert store.explain(ttl.id, now=t0 + 3 * DAY).startswith("Its TTL ran out on 2026-01-07 09:00 +00:00; the next sweep forgets it")
     pinned = store.remember("lol", type="chitchat", pinned=True, now=t0)
     assert store.explain(pinned.id, now=t0 + 900 * DAY) == "Pinned: strength stays at 0.75 and no sweep touches it."
     young = store.remember("Fresh knowledge about the cache layer", now=t0)
     assert store.explain(young.id, now=t0 + 20 * timedelta(minutes=1)) == (
-        "Created 20 minutes ago, inside the 1-hour grace period: no sweep touches it before 2026-01-05 10:00 UTC (strength 0.75)."
+        "Created 20 minutes ago, inside the 1-hour grace period: no sweep touches it before 2026-01-05 10:00 +00:00 (strength 0.75)."
     )
     old = store.observe("s1", "Read", {"file_path": "x.py"}, "pass", now=t0)
     store.recall([old.id], now=t0 + 180 * DAY)
@@ -88,11 +88,11 @@ def test_forgotten_memories_are_explained_from_the_audit_log(store: MemoryStore,
     chat = store.remember("see ya", type="chitchat", now=t0)
     store.sweep(now=t0 + 3 * DAY)
     assert store.explain(chat.id, now=t0 + 4 * DAY).startswith(
-        "Forgotten by the sweep on 2026-01-08 09:00 UTC (weak): strength 0.00 after 3 days unused"
+        "Forgotten by the sweep on 2026-01-08 09:00 +00:00 (weak): strength 0.00 after 3 days unused"
     )
     fact = store.remember("The old office was on Main Street", now=t0)
     store.forget(fact.id, reason="moved offices", now=t0 + DAY)
-    assert store.explain(fact.id, now=t0 + 2 * DAY) == "Forgotten by api on 2026-01-06 09:00 UTC: moved offices."
+    assert store.explain(fact.id, now=t0 + 2 * DAY) == "Forgotten by api on 2026-01-06 09:00 +00:00: moved offices."
     with pytest.raises(NotFound):
         store.explain(9999, now=t0)
 

@@ -303,7 +303,7 @@ def test_progress_callback(store, tmp_path, t0):
 
 def test_cli_import_detects_the_format(capsys, db_path, tmp_path):
     path = write(tmp_path / "export.json", sample())
-    assert main(["--db", str(db_path), "import", str(path), "--json", "--now", "2026-01-05T09:00:00+00:00"]) == 0
+    assert main(["--db", str(db_path), "import", str(path), "--json", "--now", "2026-01-05T09:00:00+00:00", "--yes"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["format"] == "agentmemory" and out["created"] == 9 and out["ignored"] == {"graphNodes": 1, "profiles": 1}
     assert main(["--db", str(db_path), "import", str(path)]) == 0

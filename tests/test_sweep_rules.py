@@ -116,7 +116,7 @@ def test_a_rule_registered_outside_is_applied_explained_and_previewed(store: Mem
     assert not any(store.exists(n.id) for n in notes) and store.exists(young.id) and store.exists(kept.id)
     entry = next(e for e in store.audit(operation="sweep") if notes[0].id in e.target_ids)
     assert entry.details["rule"] == "scratch" and entry.details["numbers"] == {"age_days": 2.0833}
-    assert store.explain(notes[0].id, now=now).startswith("Forgotten by the sweep on 2026-01-07 11:00 UTC (scratch): scratch notes last a day")
+    assert store.explain(notes[0].id, now=now).startswith("Forgotten by the sweep on 2026-01-07 11:00 +00:00 (scratch): scratch notes last a day")
 
     rules.unregister("scratch")
     assert rules.names() == rules.BUILT_IN_NAMES

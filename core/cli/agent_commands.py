@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from memlens.cli.common import add_command, emit, now_from, open_store, store_path
+from memlens.cli.common import add_command, add_yes_flag, confirm_time, emit, now_from, open_store, store_path
 from memlens.errors import InvalidInput, MemlensError
 
 
@@ -30,6 +30,7 @@ def register(sub: Any) -> None:
     p.add_argument("file", help="the file ('-' reads standard input); a .csv or .tsv name is read as a spreadsheet")
     p.add_argument("--format", choices=["agentmemory", "memlens", "csv", "tsv"], help="the file's format (from its name or content when omitted)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    add_yes_flag(p)
     _db_option(p)
 
     p = add_command(sub, "export", cmd_export, help="write every memory, session and relation to a memlens JSONL file, or the latest memories to CSV/TSV")
@@ -134,6 +135,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from memlens.io import read_file, read_text
 
     now = now_from(args)
+    confirm_time(args, now)  # an import dates what it writes as of --now: as for every other write, ask first
     if args.file == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise InvalidInput("give the export file as an argument, or pipe it into `memlens import -`")

@@ -12,7 +12,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from memlens.config import default_store_path
 from memlens.errors import InvalidInput
 from memlens.storage.context import CLOCK_TOLERANCE
 from memlens.storage.validation import MAX_TIME, MIN_TIME, check_time
+from memlens.text import local_time
 
 #: What --db says in every help, at the top and after each subcommand.
 DB_HELP = f"store file (default: $MEMLENS_DB or {default_store_path()})"
@@ -117,14 +118,10 @@ def parse_when(text: str | None) -> datetime | None:
 def format_when(when: datetime | None, *, seconds: bool = False) -> str:
     """A time as people read it: in the local zone, with its UTC offset shown (``2027-06-01 19:00 +00:00``).
 
-    The one printer of times on the command line; a time without a zone is taken as UTC."""
+    The one printer of times on the command line (:func:`memlens.text.local_time`); None reads "never"."""
     if when is None:
         return "never"
-    local = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone()
-    offset = local.utcoffset() or timedelta(0)
-    sign = "-" if offset < timedelta(0) else "+"
-    minutes = abs(int(offset.total_seconds())) // 60
-    return f"{local:%Y-%m-%d %H:%M{':%S' if seconds else ''}} {sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    return local_time(when, seconds=seconds)
 
 
 def now_from(args: argparse.Namespace) -> datetime:

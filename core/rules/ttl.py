@@ -8,6 +8,7 @@ from memlens import decay
 from memlens.config import StoreSettings
 from memlens.models import Memory, utc_from_ts
 from memlens.rules.base import MemoryRow, RowRule, SweepDecision, SweepView, duration
+from memlens.text import local_time
 
 
 class TtlRule(RowRule):
@@ -40,7 +41,8 @@ class TtlRule(RowRule):
     def sentence(self, decision: SweepDecision, memory: Memory, settings: StoreSettings, now: datetime) -> str:
         """When the TTL ran out, and the memory's strength."""
         value = decay.strength(memory, now, settings.decay)
-        return f"Its TTL ran out on {memory.forget_after:%Y-%m-%d %H:%M} UTC; the next sweep forgets it (strength {value:.2f})."
+        assert memory.forget_after is not None  # the rule decided on it: the memory has a TTL
+        return f"Its TTL ran out on {local_time(memory.forget_after)}; the next sweep forgets it (strength {value:.2f})."
 
 
 TTL = TtlRule()
