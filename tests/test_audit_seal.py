@@ -215,3 +215,59 @@ def test_a_backup_copy_is_not_measured_against_the_original(db_path: Path, t0, t
     with MemoryStore.open(copy) as restored:
         assert restored.verify_audit().ok
     assert os.path.exists(copy)
+
+
+def _strip_identity(db_path: Path, *, keep: int | None) -> None:
+    """The tester's bypass: cut the log back to ``keep`` entries (None: empty it) and delete every seal, the record
+    of where sealing began and the store's id, so that no key or checkpoint seemed to apply any more."""
+    if keep is None:
+        cut = ["DELETE FROM audit_targets", "DELETE FROM audit", "DELETE FROM sqlite_sequence WHERE name = 'audit'"]
+    else:
+        cut = [f"DELETE FROM audit_targets WHERE audit_id > {keep}", f"DELETE FROM audit WHERE id > {keep}", f"UPDATE sqlite_sequence SET seq = {keep} WHERE name = 'audit'"]
+    _raw(db_path, *cut, "DELETE FROM audit_seals", "DELETE FROM meta WHERE key IN ('audit_sealed_from', 'store_id')")
+
+
+def test_removing_the_store_id_with_the_seals_does_not_hide_truncation(db_path: Path, t0, capsys):
+    _fill(db_path, t0)
+    _strip_identity(db_path, keep=4)
+    assert main(["--db", str(db_path), "audit", "verify"]) == 1
+    out = capsys.readouterr().out
+    assert "audit identity was removed" in out and "7 entries (the log now has 4)" in out and "intact" not in out
+    assert main(["--db", str(db_path), "doctor"]) != 0
+    out = capsys.readouterr().out
+    assert "FAIL audit" in out and "audit identity was removed" in out and "no problems found" not in out
+
+
+def test_removing_the_store_id_with_the_seals_does_not_make_an_emptied_log_pass(db_path: Path, t0, capsys):
+    _fill(db_path, t0)
+    _strip_identity(db_path, keep=None)
+    assert main(["--db", str(db_path), "audit", "verify"]) == 1
+    out = capsys.readouterr().out
+    assert "audit identity was removed" in out and "intact (0 entries)" not in out
+    assert main(["--db", str(db_path), "doctor"]) != 0
+    out = capsys.readouterr().out
+    assert "FAIL audit" in out and "no problems found" not in out
+
+
+def test_a_new_store_id_with_the_seals_removed_is_found(db_path: Path, t0):
+    _fill(db_path, t0)
+    _strip_identity(db_path, keep=4)
+    _raw(db_path, "INSERT INTO meta(key, value) VALUES ('store_id', 'feedfacefeedfacefeedfacefeedface')")
+    check = _verify(db_path)
+    assert not check.ok and check.first_bad_id == 1 and "identity was replaced" in (check.problem or "")
+
+
+def test_a_copy_stripped_of_its_seals_is_found_without_a_checkpoint_of_its_own(db_path: Path, t0, tmp_path: Path):
+    _fill(db_path, t0)
+    copy = tmp_path / "elsewhere.db"
+    copy.write_bytes(db_path.read_bytes())
+    _raw(copy, "DELETE FROM audit_seals", "DELETE FROM meta WHERE key = 'audit_sealed_from'")
+    check = _verify(copy)
+    assert not check.ok and check.first_bad_id == 1 and "seals were removed" in (check.problem or "")
+
+
+def test_a_new_store_where_another_one_was_verifies(db_path: Path, t0):
+    _fill(db_path, t0)
+    db_path.unlink()
+    _fill(db_path, t0, n=2)
+    assert _verify(db_path).ok

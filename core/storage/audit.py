@@ -5,7 +5,7 @@ change they describe; the log is append-only (triggers refuse updates and delete
 the one before, and, from schema 6 on, an HMAC seal (table ``audit_seals``) keyed by a secret outside the store, with the log's head
 checkpointed outside the store after every write (see :mod:`memlens.storage.audit_seal`). :func:`verify_chain`
 finds an entry altered or missing, a chain recomputed after an edit, a forged entry, a log cut back behind its
-last checkpoint, and index rows (``audit_targets``) that no longer match the entries they index.
+last checkpoint, a store whose id was deleted or replaced to escape its key and checkpoints, and index rows (``audit_targets``) that no longer match the entries they index.
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
     the targets the chained entries name); an entry whose HMAC seal does not match (the chain was recomputed after
     an edit, or the entry forged) or that has none after sealing began; a log behind its last checkpoint (newest
     entries removed), or differing from it at the checkpoint's head; and, for a sealed store, a key that is missing
-    (the plain chain is still checked and its result named). ``store_path`` picks the local checkpoint (default:
+    (the plain chain is still checked and its result named); a schema-6 store without an id, or whose seals stop
+    where a genuine checkpoint (kept for this file under any id, or for this id at any path) says sealing began.
+    ``store_path`` picks the local checkpoint (default:
     the connection's file); ``published`` adds checkpoints a team kept elsewhere.
 
     Takes a bare connection so that ``memlens doctor`` checks a file with the same walk the store uses.
     """
     sid = audit_seal.store_id(conn)
     key = audit_seal.load_key(sid) if sid else None
-    local = None
-    if sid:
-        path = store_path if store_path is not None else _main_file(conn)
-        local = audit_seal.read_checkpoint(audit_seal.checkpoint_path(sid, path)) if path else None
+    path = store_path if store_path is not None else _main_file(conn)
+    local = audit_seal.read_checkpoint(audit_seal.checkpoint_path(sid, path)) if sid and path else None
     checkpoints = [c for c in (local, *published) if c is not None]
     anchored = max((c.entries for c in checkpoints), default=0)
     wanted_hashes = {c.entries for c in checkpoints}
@@ -54,7 +54,8 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
     prev_hash, prev_seal, prev_id, checked = GENESIS_HASH, None, 0, 0
     first_sealed: int | None = None
     seal_problem: tuple[int, str] | None = None
-    seals = "(SELECT seal FROM audit_seals s WHERE s.audit_id = a.id)" if has_seal_table(conn) else "NULL"
+    sealable = has_seal_table(conn)
+    seals = "(SELECT seal FROM audit_seals s WHERE s.audit_id = a.id)" if sealable else "NULL"
     restarted_at: float | None = None
     for entry_id, at, op, actor, targets, details, stored_prev, digest, entry_seal in conn.execute(
         f"SELECT a.id, a.at, a.operation, a.actor, a.target_ids, a.details, a.prev_hash, a.hash, {seals} FROM audit a ORDER BY a.id"
@@ -92,6 +93,11 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
         return AuditCheck(False, checked, seal_problem[0], seal_problem[1])
     if restarted_at is not None:
         checkpoints = [cp for cp in checkpoints if _checkpoint_time(cp) > restarted_at]
+    if sealable and sid is None:
+        # Schema 6 gives every store an id; without it the key, the seals and the checkpoints could not be found.
+        recorded = audit_seal.checkpoints_for_file(path) if path else []
+        if recorded or checked:
+            return AuditCheck(False, checked, None, _identity_removed(recorded, checked))
     for cp in checkpoints:
         behind = _checkpoint_problem(cp, sid, key, prev_id, hashes, first_sealed)
         if behind:
@@ -100,6 +106,10 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
     if key is not None and sealed_from is not None and first_sealed != sealed_from:
         where = f"entry {first_sealed}" if first_sealed else "no entry"
         return AuditCheck(False, checked, sealed_from, f"the log was sealed from entry {sealed_from}, but {where} carries the first seal: seals were removed")
+    if sealable:
+        unsealed = _seals_missing(sid, path, published, prev_id, first_sealed, restarted_at)
+        if unsealed:
+            return AuditCheck(False, checked, unsealed[0], unsealed[1])
     if key is None and (first_sealed is not None or sealed_from is not None or checkpoints):
         return AuditCheck(
             False,
@@ -109,6 +119,40 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
             f"({checked} entries), but seals and checkpoints cannot be checked, so a recomputed or forged entry would go unnoticed",
         )
     return AuditCheck(True, checked)
+
+
+def _identity_removed(recorded: Sequence[Checkpoint], checked: int) -> str:
+    problem = "the store's audit identity was removed: it has no store id (meta.store_id), which every schema-6 store is given"
+    if recorded:
+        newest = max(recorded, key=lambda cp: cp.entries)
+        problem += f"; the checkpoint of {newest.at} kept for this file names store {newest.store_id} with {newest.entries} entries (the log now has {checked})"
+    return problem + ", so its key, seals and checkpoints were cut off"
+
+
+def _seals_missing(
+    sid: str | None, path: Path | str | None, published: Sequence[Checkpoint], head: int, first_sealed: int | None, restarted_at: float | None
+) -> tuple[int, str] | None:
+    """The first sealed entry a genuine checkpoint promises (one kept for this file under any id, one of this store
+    at any path, or a published one) where this log has entries but no seal from there on: seals and
+    ``audit_sealed_from`` deleted, with the id changed or a copy verified where it has no checkpoint of its own."""
+    claims = [*(audit_seal.checkpoints_for_file(path) if path else []), *(audit_seal.checkpoints_for_store(sid) if sid else []), *published]
+    for cp in claims:
+        if cp.sealed_from is None or head < cp.sealed_from or (first_sealed is not None and first_sealed <= cp.sealed_from):
+            continue
+        if restarted_at is not None and _checkpoint_time(cp) <= restarted_at:
+            continue
+        key = audit_seal.load_key(cp.store_id)
+        if key is None or not cp.signature_ok(key):
+            continue  # only a checkpoint made with a key this machine holds can promise anything
+        where = f"entry {first_sealed}" if first_sealed else "no entry"
+        if cp.store_id == sid:
+            return (cp.sealed_from, f"the checkpoint of {cp.at} says this store is sealed from entry {cp.sealed_from}, but {where} carries the first seal: seals were removed")
+        return (
+            cp.sealed_from,
+            f"the checkpoint of {cp.at} kept for this file names store {cp.store_id}, sealed from entry {cp.sealed_from}, but this store "
+            f"now calls itself {sid} and {where} carries the first seal: its audit identity was replaced and its seals removed",
+        )
+    return None
 
 
 def _checkpoint_time(cp: Checkpoint) -> float:

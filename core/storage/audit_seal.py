@@ -174,8 +174,30 @@ class Checkpoint:
 def checkpoint_path(sid: str, store_path: Path | str) -> Path:
     """The local checkpoint of store ``sid`` at ``store_path``: one per file, so a backup or a copy opened
     elsewhere (which shares the id and is behind by nature) is not measured against the original's head."""
-    where = hashlib.sha256(os.path.realpath(store_path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return keys_dir() / f"{_safe(sid)}.{where}.checkpoint.json"
+    return keys_dir() / f"{_safe(sid)}.{_file_tag(store_path)}.checkpoint.json"
+
+
+def checkpoints_for_file(store_path: Path | str) -> list[Checkpoint]:
+    """Every local checkpoint kept for the file at ``store_path``, whatever store id it names: found by the file,
+    so that a store whose id was deleted or replaced is still measured against what was recorded for it."""
+    return _read_all(f"*.{_file_tag(store_path)}.checkpoint.json")
+
+
+def checkpoints_for_store(sid: str) -> list[Checkpoint]:
+    """Every local checkpoint of store ``sid``, at whatever path (the original, its copies and backups)."""
+    return _read_all(f"{_safe(sid)}.*.checkpoint.json")
+
+
+def _read_all(pattern: str) -> list[Checkpoint]:
+    try:
+        paths = sorted(keys_dir().glob(pattern))
+    except OSError:
+        return []
+    return [cp for cp in map(read_checkpoint, paths) if cp is not None]
+
+
+def _file_tag(store_path: Path | str) -> str:
+    return hashlib.sha256(os.path.realpath(store_path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
 def read_checkpoint(path: Path) -> Checkpoint | None:
