@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from memlens import MemoryStore
+from memlens import MemoryStore  # noqa: E402  (after the environment above is set)
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
