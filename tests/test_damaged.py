@@ -105,3 +105,50 @@ def test_a_healthy_store_after_forgetting_and_updating_is_not_taken_for_damaged(
     with MemoryStore.open(db_path) as reopened:
         assert db.check_pages(reopened.conn) is None
         reopened.remember("still writable", now=T0)
+
+
+def leaves(path: Path, btree: str) -> list[tuple[int, str]]:
+    """(page number, path from the root) of each leaf page of ``btree`` in the (closed) store, read with dbstat."""
+    import sqlite3  # the interpreter's build has dbstat; pysqlite3's does not
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT pageno, path FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (btree,)).fetchall()
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no dbstat table to find the pages with")
+    finally:
+        conn.close()
+
+
+def found_when_damaged(healthy: Path, pageno: int) -> str | None:
+    """What the bounded check says of a copy of ``healthy`` with page ``pageno`` (1-based) overwritten."""
+    copy = healthy.with_name(f"damaged-page-{pageno}.db")
+    copy.write_bytes(healthy.read_bytes())  # the healthy store is closed: copying its bytes is safe
+    damage(copy, healthy.stat().st_size // PAGE - pageno + 1)
+    conn = db.connect(copy, readonly=True)
+    try:
+        return db.check_pages(conn)
+    finally:
+        conn.close()
+
+
+def test_the_bounded_check_reads_the_pages_a_without_rowid_table_wrote_last(db_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """token_stats (WITHOUT ROWID, keyed by token) gets its newest pages all over its keys, at the end of the file."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    build(db_path)
+    monkeypatch.setattr(db, "QUICK_CHECK_MAX_PAGES", 16)
+    pages = sorted(leaves(db_path, "token_stats"), reverse=True)
+    assert len(pages) >= 3
+    for pageno, _path in pages[:3]:  # the last three pages of the file that hold token_stats rows
+        assert found_when_damaged(db_path, pageno), f"damage in token_stats page {pageno} went unnoticed"
+
+
+def test_the_bounded_check_reads_the_last_pages_of_every_index(db_path: Path, monkeypatch: pytest.MonkeyPatch):
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    build(db_path)
+    monkeypatch.setattr(db, "QUICK_CHECK_MAX_PAGES", 16)
+    for index in ("memories_by_layer", "memories_by_chain"):
+        last_by_key = max(leaves(db_path, index), key=lambda leaf: leaf[1])[0]  # dbstat paths sort in key order
+        assert found_when_damaged(db_path, last_by_key), f"damage in the last page of {index} went unnoticed"
+    newest = max(leaves(db_path, "memories_by_chain"))[0]  # the index page written last
+    assert found_when_damaged(db_path, newest), "damage in the newest page of memories_by_chain went unnoticed"
