@@ -66,7 +66,8 @@ def _with_suggestion(message: str) -> str:
     choices = re.findall(r"'([^']*)'", match["choices"])
     close = difflib.get_close_matches(match["value"], choices, n=1, cutoff=0.6)
     what = "command" if match["arg"] == "<command>" else match["arg"]
-    base = f"{match['value']!r} is not a {what}"
+    article = "an" if what[:1].lower() in "aeiou" else "a"
+    base = f"{match['value']!r} is not {article} {what}"
     return f"{base}; did you mean {close[0]}?" if close else f"{base} (choose from {', '.join(choices)})"
 
 

@@ -30,8 +30,8 @@ ERASED_FROM: tuple[tuple[str, str], ...] = (
     ("store", "the main file: rows, full-text and supersede indexes; freed space is zeroed (secure_delete)"),
     ("wal", "the -wal file: checkpointed into the main file and truncated (retried while another process reads)"),
     ("shm", "the -shm file: holds page numbers only, never text"),
-    ("hook log", "hook.log beside the store: lines quoting the text are removed (memlens.hooks)"),
-    ("pending spool", "hook events queued while the store was busy (memlens.hooks)"),
+    ("hook log", "hook.log beside the store: never holds an event's text, only its kind, size and hash (memlens.hooks)"),
+    ("pending spool", "hook events queued while the store was busy: each leaves the file once recorded (memlens.hooks)"),
     ("backups made later", "memlens backup copies the store as it is after the forget"),
     ("exports made later", "memlens export writes what the store holds; imports of older exports are refused by tombstone"),
 )

@@ -79,7 +79,7 @@ def check_ttl(value: Any) -> float | None:
     except (TypeError, ValueError):
         raise InvalidInput(f"ttl_days must be a positive number of days, not {value!r}") from None
     if not math.isfinite(number) or number <= 0 or number > MAX_TTL_DAYS:
-        raise InvalidInput(f"ttl_days must be a positive number of days, not {value!r}")
+        raise InvalidInput(f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS:,.0f}, not {value!r}")
     return number
 
 
