@@ -17,6 +17,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["TZ"] = "UTC"
 time.tzset()
 
+# The GUI tests' fixtures (they import Qt only when used).
+from gui_support import demo_path, gui_settings, make_window  # noqa: E402, F401
+
 from memlens import MemoryStore  # noqa: E402  (after the environment above is set)
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)

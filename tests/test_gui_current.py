@@ -6,66 +6,25 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("PySide6")
 
+from gui_support import NOW, select_memory, select_view, wait_idle
+
 from memlens import MemoryStore
-from memlens.demo import generate
 from memlens.gui.dialogs import EditDialog
 from memlens.gui.main_window import MainWindow
 from memlens.gui.memory_model import ID_ROLE
 from memlens.gui.new_memory_dialog import NewMemoryDialog
-from memlens.gui.qt import QtCore
 
 # The offscreen platform plugin says this whenever a top-level window is shown; it is not about our code.
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
-NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 DAY = timedelta(days=1)
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path: Path) -> Iterator:
-    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
-    windows: list[MainWindow] = []
-
-    def make(path: Path, *, clock=lambda: NOW) -> MainWindow:
-        window = MainWindow(settings, clock=clock)
-        qtbot.addWidget(window)
-        window.resize(1300, 800)
-        window.show()
-        windows.append(window)
-        with qtbot.waitSignal(window.store_opened, timeout=15000):
-            window.open_store(path, create=False)
-        wait_idle(qtbot, window)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
-        assert window.reader is None and not window.tasks.is_busy()
-
-
-def wait_idle(qtbot, window: MainWindow) -> None:
-    qtbot.waitUntil(window.is_idle, timeout=15000)
-
-
-def select_view(qtbot, window: MainWindow, key: str) -> None:
-    window.sidebar.select(key)
-    wait_idle(qtbot, window)
-
-
-def select_memory(qtbot, window: MainWindow, memory_id: int) -> None:
-    row = window.model.row_of(memory_id)
-    assert row >= 0, f"#{memory_id} is not in the table"
-    with qtbot.waitSignal(window.detail_shown, timeout=10000, check_params_cb=lambda i: i == memory_id):
-        window.table.selectRow(row)
-    wait_idle(qtbot, window)
 
 
 def table_ids(window: MainWindow) -> list[int]:
@@ -122,15 +81,6 @@ def test_edit_dialog_counts_ttl_days_from_the_windows_clock(qtbot, make_window, 
 
 
 # --- B: every view current when shown -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def demo_path(tmp_path: Path) -> Path:
-    """A store holding the demo, ending at NOW."""
-    path = tmp_path / "demo" / "memory.db"
-    with MemoryStore.open(path, actor="demo") as store:
-        generate(store, now=NOW, days=21, seed=7)
-    return path
 
 
 AGENT_WRITE = """

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("PySide6")
 
+from gui_support import NOW
+
 from memlens import MemoryStore
-from memlens.demo import generate
 from memlens.gui.main_window import MainWindow
 from memlens.gui.operations import OpChanges
 from memlens.gui.operations.edit import edit_changes
@@ -25,15 +26,6 @@ from memlens.sweep import SweepReport
 
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
-NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def demo_path(tmp_path: Path) -> Path:
-    path = tmp_path / "demo" / "memory.db"
-    with MemoryStore.open(path, actor="demo") as store:
-        generate(store, now=NOW, days=21, seed=7)
-    return path
 
 
 @pytest.fixture

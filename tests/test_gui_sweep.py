@@ -4,47 +4,24 @@ the next sweep would forget, in agreement with the sweep preview."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("PySide6")
 
+from gui_support import NOW
+
 from memlens import MemoryStore
 from memlens import sweep as sweep_engine
-from memlens.gui.main_window import MainWindow
 from memlens.gui.qt import QtCore
 
 # The offscreen platform plugin says this whenever a top-level window is shown; it is not about our code.
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
-NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 DAY = timedelta(days=1)
 WORDS = ("kestrel", "lantern", "harbour", "walnut", "glacier", "meadow", "copper", "saffron", "thistle", "orchard")
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path: Path) -> Iterator:
-    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
-    windows: list[MainWindow] = []
-
-    def make(path: Path) -> MainWindow:
-        window = MainWindow(settings, clock=lambda: NOW)
-        qtbot.addWidget(window)
-        window.resize(1300, 800)
-        window.show()
-        windows.append(window)
-        with qtbot.waitSignal(window.store_opened, timeout=15000):
-            window.open_store(path, create=False)
-        qtbot.waitUntil(window.is_idle, timeout=15000)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
-        assert window.reader is None and not window.tasks.is_busy()
 
 
 @pytest.fixture

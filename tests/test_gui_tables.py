@@ -4,12 +4,14 @@ room for the memory text at 1024x700; selection and detail agreeing after a forg
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("PySide6")
+
+from gui_support import NOW
 
 from memlens import MemoryStore
 from memlens.demo import generate
@@ -24,7 +26,6 @@ from memlens.gui.tasks import StoreReader
 
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
-NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
@@ -40,30 +41,6 @@ def reader(qtbot, demo_path: Path) -> Iterator[StoreReader]:
     r = StoreReader(demo_path)
     yield r
     r.stop()
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path: Path) -> Iterator:
-    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
-    windows: list[MainWindow] = []
-
-    def make(path: Path, size: tuple[int, int] = (1300, 800)) -> MainWindow:
-        window = MainWindow(settings, clock=lambda: NOW)
-        qtbot.addWidget(window)
-        window.resize(*size)
-        window.show()
-        windows.append(window)
-        with qtbot.waitSignal(window.store_opened, timeout=15000):
-            window.open_store(path, create=False)
-        qtbot.waitUntil(window.is_idle, timeout=15000)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
-
-
-# --- 1. one lazy table mechanism ---------------------------------------------------------------------------------
 
 
 def test_core_lists_audit_and_session_ids_and_reads_rows_for_ids(demo_path):

@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("PySide6")
+
+from gui_support import NOW
 
 from memlens import MemoryStore
 from memlens.demo import generate
@@ -22,36 +23,14 @@ from memlens.gui.dialogs import EditDialog
 from memlens.gui.main_window import MainWindow
 from memlens.gui.new_memory_dialog import NewMemoryDialog
 from memlens.gui.operations.edit import remember
-from memlens.gui.qt import QtCore, QtWidgets
+from memlens.gui.qt import QtWidgets
 from memlens.text import comparable
 
 # The offscreen platform plugin says this whenever a top-level window is shown; it is not about our code.
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
-NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-
-
-@pytest.fixture
-def make_window(qtbot, tmp_path: Path) -> Iterator:
-    settings = QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
-    windows: list[MainWindow] = []
-
-    def make(path: Path) -> MainWindow:
-        window = MainWindow(settings, clock=lambda: NOW)
-        qtbot.addWidget(window)
-        window.resize(1300, 800)
-        window.show()
-        windows.append(window)
-        with qtbot.waitSignal(window.store_opened, timeout=15000):
-            window.open_store(path, create=False)
-        qtbot.waitUntil(window.is_idle, timeout=15000)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
 
 
 def _dialog(qtbot, window: MainWindow) -> NewMemoryDialog:

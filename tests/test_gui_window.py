@@ -7,16 +7,16 @@ import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("PySide6")
 
+from gui_support import NOW, select_memory, select_view, wait_idle
+
 from memlens import MemoryStore
-from memlens.demo import generate
 from memlens.gui.audit_view import AuditView
 from memlens.gui.consolidate_dialog import ConsolidateDialog
 from memlens.gui.dialogs import EditDialog, ForgetDialog, SettingsDialog, SweepPreviewDialog
@@ -28,65 +28,6 @@ from memlens.gui.qt import QtCore, QtWidgets
 # The offscreen platform plugin says this whenever a top-level window is shown; it is not about our code.
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
-NOW = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> QtCore.QSettings:
-    """Preferences in a file of the test's own."""
-    return QtCore.QSettings(str(tmp_path / "memlens.gui.ini"), QtCore.QSettings.Format.IniFormat)
-
-
-@pytest.fixture
-def demo_path(tmp_path: Path) -> Path:
-    """A store holding the demo, ending at NOW."""
-    path = tmp_path / "demo" / "memory.db"
-    with MemoryStore.open(path, actor="demo") as store:
-        generate(store, now=NOW, days=21, seed=7)
-    return path
-
-
-def wait_idle(qtbot, window: MainWindow) -> None:
-    qtbot.waitUntil(window.is_idle, timeout=15000)
-
-
-@pytest.fixture
-def make_window(qtbot, settings: QtCore.QSettings) -> Iterator:
-    windows: list[MainWindow] = []
-
-    def make(path: Path | None, *, clock=lambda: NOW, create: bool = False, size: tuple[int, int] | None = (1300, 800)) -> MainWindow:
-        window = MainWindow(settings, clock=clock)
-        qtbot.addWidget(window)
-        if size is not None:
-            window.resize(*size)
-        window.show()
-        windows.append(window)
-        if path is not None:
-            with qtbot.waitSignal(window.store_opened, timeout=15000):
-                window.open_store(path, create=create)
-            wait_idle(qtbot, window)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
-        # Closing stops every timer and thread the window owns.
-        assert window.reader is None
-        assert not window.tasks.is_busy()
-        assert not window.scheduler.sweep_timer.isActive() and not window.live_timer.isActive()
-
-
-def select_view(qtbot, window: MainWindow, key: str) -> None:
-    window.sidebar.select(key)
-    wait_idle(qtbot, window)
-
-
-def select_memory(qtbot, window: MainWindow, memory_id: int) -> None:
-    row = window.model.row_of(memory_id)
-    assert row >= 0, f"#{memory_id} is not in the table"
-    with qtbot.waitSignal(window.detail_shown, timeout=10000, check_params_cb=lambda i: i == memory_id):
-        window.table.selectRow(row)
-    wait_idle(qtbot, window)
 
 
 def open_store(path: Path) -> MemoryStore:
@@ -659,7 +600,7 @@ def test_locked_store_write_is_reported(qtbot, make_window, demo_path, monkeypat
         assert not store.get(memory_id).pinned
 
 
-def test_settings_are_persisted_and_applied(qtbot, make_window, demo_path, settings):
+def test_settings_are_persisted_and_applied(qtbot, make_window, demo_path, gui_settings):
     window = make_window(demo_path)
     window.act_settings.trigger()
     qtbot.waitUntil(lambda: isinstance(window.dialog, SettingsDialog))
@@ -674,7 +615,7 @@ def test_settings_are_persisted_and_applied(qtbot, make_window, demo_path, setti
     assert window.scheduler.refresh_timer.interval() == 2 * 60 * 1000
     with open_store(demo_path) as store:
         assert store.settings.supersede_threshold == 0.8
-    assert int(settings.value("sweep_seconds")) == 900 and settings.value("theme") == "dark"
+    assert int(gui_settings.value("sweep_seconds")) == 900 and gui_settings.value("theme") == "dark"
     app = QtWidgets.QApplication.instance()
     assert app.palette().color(app.palette().ColorRole.Window).lightness() < 100
     window.set_theme("light")
@@ -683,7 +624,7 @@ def test_settings_are_persisted_and_applied(qtbot, make_window, demo_path, setti
     window.table.horizontalHeader().hideSection(COLUMN_INDEX["expires"])
     select_view(qtbot, window, "procedural")
     window.close()
-    assert isinstance(settings.value("window/geometry"), QtCore.QByteArray)
+    assert isinstance(gui_settings.value("window/geometry"), QtCore.QByteArray)
 
     again = make_window(demo_path, size=None)
     assert again.prefs.sweep_seconds == 900 and again.prefs.theme == "light"

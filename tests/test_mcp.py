@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from memlens import MemoryStore
 
 mcp = pytest.importorskip("mcp")
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-#: Generous: the server process imports the SDK before it answers; no single step comes near this.
-TIMEOUT = 60
-
-
-def talk(db_path: Path, script: Callable[[Client], Awaitable[Any]]) -> Any:
-    """Start `memlens mcp --db PATH` as a subprocess, run ``script`` against it, and stop it."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "memlens", "mcp", "--db", str(db_path)])
-
-    async def main() -> Any:
-        with anyio.fail_after(TIMEOUT):
-            async with Client(params, read_timeout_seconds=TIMEOUT) as client:
-                return await script(client)
-
-    return anyio.run(main)
-
-
-def text_of(result: Any) -> str:
-    return " ".join(getattr(block, "text", "") for block in result.content)
+from mcp import Client  # noqa: E402
+from mcp_support import talk, text_of  # noqa: E402
 
 
 def test_tools_are_listed_with_descriptions_and_typed_parameters(db_path):
