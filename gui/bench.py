@@ -37,23 +37,33 @@ from memlens.gui.qt import QtCore, QtGui, QtWidgets
 
 
 def _wait(done: Any, timeout: float) -> bool:
-    """Run the event loop until ``done()`` holds (checked every 10 ms) or ``timeout`` seconds pass; whether it held."""
+    """Run the event loop until ``done()`` holds (checked every 10 ms) or ``timeout`` seconds pass; whether it held.
+
+    The answer is the check that ended the wait, never a fresh call: ``done`` may count (settled three times in a
+    row), and asking again after the loop quit could see a read the live view has just started and say no.
+    """
+    if done():
+        return True
     deadline = time.perf_counter() + timeout
+    held = False
     loop = QtCore.QEventLoop()
     timer = QtCore.QTimer()
     timer.setObjectName("benchWaitTimer")
     timer.setInterval(10)
 
     def check() -> None:
-        if done() or time.perf_counter() > deadline:
+        nonlocal held
+        if done():
+            held = True
+            loop.quit()
+        elif time.perf_counter() > deadline:
             loop.quit()
 
     timer.timeout.connect(check)
     timer.start()
-    if not done():
-        loop.exec()
+    loop.exec()
     timer.stop()
-    return bool(done())
+    return held
 
 
 def peak_rss_mb() -> float:
@@ -288,6 +298,22 @@ class Driver:
         debounce = self.window.findChild(QtCore.QTimer, "searchDebounce")
         return bool(self.window.is_idle()) and not (debounce is not None and debounce.isActive())
 
+    def busy(self) -> str:
+        """What keeps the window from being settled, in words ("" when it is settled)."""
+        window = self.window
+        parts = []
+        if window.reader is not None and window.reader.pending():
+            parts.append(f"{window.reader.pending()} read(s) pending")
+        if window.tasks.is_busy():
+            parts.append("a task running")
+        for name, model in (("memory table", window.model), ("audit log", window.audit_view.model), ("sessions", window.sessions_view.model)):
+            if model.is_loading():
+                parts.append(f"the {name} loading")
+        debounce = window.findChild(QtCore.QTimer, "searchDebounce")
+        if debounce is not None and debounce.isActive():
+            parts.append("the search debounce running")
+        return ", ".join(parts)
+
     def at_end(self) -> bool:
         """Ctrl+End again until the table's last row is in view with its contents loaded."""
         table = self.table()
@@ -492,7 +518,8 @@ def _perform(action: Action, driver: Driver, heartbeat: Heartbeat, timeout: floa
     elapsed = time.perf_counter() - started
     error = outcome.get("error")
     if not completed and error is None:
-        error = TimeoutError(f"not settled after {timeout:g} s")
+        waiting = driver.busy() or ("its end condition unmet" if not done(driver) else "settled only just now")
+        error = TimeoutError(f"not settled after {timeout:g} s ({waiting})")
     return {
         "action": action.name,
         "worst_stall_ms": round(heartbeat.worst_ms, 1),

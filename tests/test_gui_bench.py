@@ -71,3 +71,20 @@ def test_heartbeat_sees_a_blocked_event_loop(qapp) -> None:
     bench._wait(lambda: False, 0.1)
     heartbeat.stop()
     assert heartbeat.worst_ms >= 100  # a lower bound only: a busy machine can only make it later
+
+
+def test_wait_answers_with_the_check_that_ended_it(qapp) -> None:
+    # A step's end condition counts quiet checks; asking it once more after the loop quit could see the live
+    # view's next poll already pending and say no: a step that settled in 0.4 s was reported as timed out (CI, stop 18).
+    answers = iter([False, False, True])
+
+    def settles_then_a_poll_starts() -> bool:
+        return next(answers, False)
+
+    assert bench._wait(settles_then_a_poll_starts, 5) is True
+
+
+def test_wait_says_no_when_the_time_runs_out(qapp) -> None:
+    started = time.perf_counter()
+    assert bench._wait(lambda: False, 0.05) is False
+    assert time.perf_counter() - started >= 0.05
