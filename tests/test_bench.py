@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -11,8 +13,9 @@ import pytest
 from memlens import MemoryStore
 from memlens.bench import __main__ as bench
 from memlens.bench.generator import EPOCH, Generator
+from memlens.bench.report import bench_table
 from memlens.bench.scan import ExactScan
-from memlens.bench.timing import percentile
+from memlens.bench.timing import clock, interleaved, machine, percentile, seconds
 from memlens.errors import InvalidInput
 from memlens.supersede import brute_force_best
 from memlens.text import similarity_tokens
@@ -100,3 +103,80 @@ def test_bench_table_is_readable(tmp_path, capsys):
 def test_bench_refuses_an_unknown_benchmark(capsys):
     assert bench.main(["--only", "speed"]) == 2
     assert "unknown benchmark speed" in capsys.readouterr().err
+
+
+# --- honest benchmarks (issue 14, point 6) ---------------------------------------------------------------------
+
+BALLAST_MB = 500
+
+
+def test_interleaved_alternates_the_sides_and_times_wall_and_cpu():
+    calls: list[str] = []
+
+    def busy(label: str, i: int) -> str:
+        calls.append(f"{label}{i}")
+        total = 0
+        for k in range(20_000):  # some CPU, so its CPU time is not zero
+            total += k
+        return f"{label}{i}:{total}"
+
+    pair = interleaved(lambda i: busy("a", i), lambda i: busy("b", i), rounds=4)
+    # Never one block after the other: round by round, and the side that goes first alternates.
+    assert calls == ["a0", "b0", "b1", "a1", "a2", "b2", "b3", "a3"]
+    assert pair.a.results == [f"a{i}:{sum(range(20_000))}" for i in range(4)]
+    for side in (pair.a, pair.b):
+        assert len(side.wall) == len(side.cpu) == 4
+        assert all(w > 0 for w in side.wall) and side.cpu_s > 0
+        summary = side.summary()
+        assert summary["calls"] == 4 and summary["cpu_p50_ms"] > 0 and summary["p50_ms"] > 0
+    assert pair.ratio_p50() is not None and pair.ratio_total() is not None
+
+
+def test_clock_and_seconds_give_cpu_beside_wall():
+    result, sample = clock(lambda: sum(range(200_000)))
+    assert result == sum(range(200_000))
+    assert sample.wall > 0 and sample.cpu > 0
+    assert seconds("apply", sample) == {"apply_s": round(sample.wall, 3), "apply_cpu_s": round(sample.cpu, 3)}
+
+
+def test_own_peak_memory_of_a_child_leaves_out_its_parents_peak():
+    ballast = b"\x01" * (BALLAST_MB << 20)  # written, so resident in this process
+    code = "import resource; from memlens.bench.timing import own_peak_rss_mb; print(own_peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    own, inherited_kb = float(out[0]), int(out[1])
+    assert len(ballast) == BALLAST_MB << 20
+    assert own < BALLAST_MB / 4  # a small Python process, not this one
+    if sys.platform.startswith("linux"):
+        assert inherited_kb / 1024 >= BALLAST_MB  # why ru_maxrss cannot be used: it carries this process's peak
+
+
+def test_gui_memory_figure_is_the_gui_process_own(tmp_path):
+    pytest.importorskip("PySide6")
+    path = tmp_path / "store.db"
+    with MemoryStore.open(path) as store:
+        store.remember_many([m.record() for m in Generator(5).memories(300)], now=EPOCH)
+    ballast = b"\x01" * (BALLAST_MB << 20)  # the parent's peak, as after the other benchmarks at 1M
+    result = bench.gui(path)
+    assert len(ballast) == BALLAST_MB << 20
+    assert "error" not in result, result
+    assert result["reached_end"] and result["open_to_first_rows_s"] is not None
+    assert 0 < result["peak_rss_mb"] < BALLAST_MB  # before: ru_maxrss, at least the parent's 500 MB
+    assert result["open_to_first_rows_cpu_s"] is not None and result["process_cpu_s"] > 0
+
+
+def test_bench_table_prints_cpu_beside_wall_and_the_whole_run(tmp_path, capsys):
+    assert bench.main(["--sizes", "200", "--only", "search,forget", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "wall / CPU" in out and "search p50 wall/cpu" in out and "whole run wall/cpu" in out
+    results = json.loads((tmp_path / "r.json").read_text())
+    run = results["by_size"]["200"]["run"]
+    assert set(run) == {"search", "forget"} and all(v["wall_s"] > 0 and v["cpu_s"] > 0 for v in run.values())
+    assert results["cpu_seconds"] >= 0 and results["load_average_at_end"] is not None
+
+
+def test_bench_table_survives_a_benchmark_that_reports_less():
+    results = {"machine": machine(), "seed": 7, "seconds": 1.0,
+               "by_size": {"1000": {"search": {"search": {"p50_ms": 1.5}}, "gui": {"open_to_first_rows_s": 0.2, "reached_end": False}}}}
+    text = bench_table(results)
+    assert "1.50 / - ms" in text  # wall without a CPU figure: shown, the missing one as '-'
+    assert "search" in text and "gui" in text

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,8 @@ from typing import Any
 
 from memlens.bench import forget_bench, import_bench, search_bench, storage_bench, stores, supersede_bench, sweep_bench
 from memlens.bench.generator import Generator
-from memlens.bench.report import progress, publish
-from memlens.bench.timing import machine
+from memlens.bench.report import bench_table, progress, publish
+from memlens.bench.timing import clock, machine
 from memlens.errors import InvalidInput
 
 BENCHMARKS = ("import", "supersede", "search", "sweep", "forget", "storage", "gui")
@@ -63,7 +64,7 @@ def run(sizes: Sequence[int], *, seed: int, cache_dir: Path, only: set[str], ski
     chosen = [b for b in BENCHMARKS if (not only or b in only) and b not in skip]
     gen = Generator(seed)
     results: dict[str, Any] = {"machine": machine(), "seed": seed, "sizes": list(sizes), "benchmarks": chosen, "by_size": {}}
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory(prefix="memlens-bench-") as tmp:
         workdir = Path(tmp)
         for size in sizes:
@@ -71,44 +72,67 @@ def run(sizes: Sequence[int], *, seed: int, cache_dir: Path, only: set[str], ski
             results["by_size"][str(size)] = out
             if "import" in chosen:
                 progress(f"{size:,}: bulk import")
-                out["import"] = import_bench.run(size, seed, workdir, cache_dir)
+                _measured(out, "import", import_bench.run, size, seed, workdir, cache_dir)
             built = stores.cached_store(size, seed, cache_dir)
             if not built.cached:
                 progress(f"{size:,}: built the store in {built.build_seconds:.0f} s")
             out["store_build_s"] = round(built.build_seconds, 2)
             if "storage" in chosen:
-                out["storage"] = storage_bench.run(built.path)
+                _measured(out, "storage", storage_bench.run, built.path)
             if "search" in chosen:
                 progress(f"{size:,}: search")
-                out["search"] = search_bench.run(built.path, gen)
+                _measured(out, "search", search_bench.run, built.path, gen)
             if "supersede" in chosen:
                 progress(f"{size:,}: remember with supersede")
                 scan_calls = 20 if size <= 100_000 else 3
-                out["supersede"] = supersede_bench.run(stores.work_copy(built, workdir), gen, scan_calls=scan_calls)
+                _measured(out, "supersede", supersede_bench.run, stores.work_copy(built, workdir), gen, scan_calls=scan_calls)
             if "forget" in chosen:
                 progress(f"{size:,}: forget")
-                out["forget"] = forget_bench.run(stores.work_copy(built, workdir), seed)
+                _measured(out, "forget", forget_bench.run, stores.work_copy(built, workdir), seed)
             if "sweep" in chosen:
                 progress(f"{size:,}: sweep")
-                out["sweep"] = sweep_bench.run(stores.work_copy(built, workdir))
+                _measured(out, "sweep", sweep_bench.run, stores.work_copy(built, workdir))
             if "gui" in chosen:
                 progress(f"{size:,}: gui")
-                out["gui"] = gui(stores.work_copy(built, workdir))
+                _measured(out, "gui", gui, stores.work_copy(built, workdir))
             for leftover in workdir.glob("work-*"):
                 leftover.unlink()
     if 50_000 in sizes:
         results["agentmemory_50k"] = {"theirs": AGENTMEMORY_50K, "ours": _at_50k(results["by_size"]["50000"])}
     results["seconds"] = round(time.perf_counter() - started, 1)
+    results["cpu_seconds"] = round(time.process_time() - started_cpu, 1)
+    results["load_average_at_end"] = machine()["load_average"]
     return results
 
 
+def _measured(out: dict[str, Any], name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``out[name] = fn(*args, **kwargs)``, with the whole call's wall and CPU seconds under ``out["run"][name]``."""
+    result, sample = clock(lambda: fn(*args, **kwargs))
+    out[name] = result
+    cpu = sample.cpu + _child_cpu(result)
+    out.setdefault("run", {})[name] = {"wall_s": round(sample.wall, 2), "cpu_s": round(cpu, 2)}
+
+
+def _child_cpu(result: Any) -> float:
+    """CPU seconds a benchmark spent in a child process it reported (the GUI's), else 0."""
+    return float(result.get("process_cpu_s", 0.0)) if isinstance(result, dict) else 0.0
+
+
 def gui(path: Path) -> dict[str, Any]:
-    """The GUI benchmark in its own process (core never imports Qt): ``python -m memlens.gui.bench``."""
+    """The GUI benchmark in a fresh process of its own (core never imports Qt): ``python -m memlens.gui.bench``.
+
+    Its peak memory is the one the child reports for itself (``VmHWM``): this process's own peak, which can be a
+    gigabyte after the other benchmarks, must not count. ``getrusage`` cannot tell them apart: the kernel carries
+    a parent's peak into a child it forks and execs, in the child's ``ru_maxrss`` and so in ``RUSAGE_CHILDREN``.
+    Its CPU time is ``RUSAGE_CHILDREN``'s (exact for CPU, which starts at zero in a child), as ``process_cpu_s``.
+    """
     env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
+    before = _children_cpu()
     try:
         proc = subprocess.run([sys.executable, "-m", "memlens.gui.bench", "--db", str(path), "--json"], capture_output=True, text=True, env=env, timeout=900)
     except subprocess.TimeoutExpired:
         return {"error": "timed out after 15 minutes"}
+    child_cpu = round(_children_cpu() - before, 2)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["no output"]
         reason = next((line for line in lines if line.startswith(("Fatal Python error", "Traceback"))), lines[-1])
@@ -116,7 +140,14 @@ def gui(path: Path) -> dict[str, Any]:
             reason = lines[-1]
         return {"error": f"python -m memlens.gui.bench exited with {proc.returncode}: {reason}"}
     result: dict[str, Any] = json.loads(proc.stdout)
+    result["process_cpu_s"] = child_cpu
     return result
+
+
+def _children_cpu() -> float:
+    """User plus system CPU seconds of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _at_50k(by: dict[str, Any]) -> dict[str, Any]:
@@ -125,91 +156,6 @@ def _at_50k(by: dict[str, Any]) -> dict[str, Any]:
         "index_build_s": by.get("import", {}).get("remember_many_s", by.get("store_build_s")),
         "storage_mb": by.get("storage", {}).get("file_mb"),
     }
-
-
-# --- the readable table ----------------------------------------------------------------------------------------
-
-
-def _f(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.2f}"
-    elif isinstance(value, int):
-        text = f"{value:,}"
-    else:
-        text = str(value)
-    return text + unit
-
-
-def table(results: dict[str, Any]) -> str:
-    """The results as aligned text, one block per benchmark, one row per size."""
-    lines: list[str] = []
-    m = results["machine"]
-    lines.append(f"memlens benchmarks (seed {results['seed']}) on {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, "
-                 f"Python {m['python']}, SQLite {m['sqlite']}; load average at start {m['load_average']}")
-    rows: dict[str, list[list[str]]] = {}
-    heads = {
-        "import": ["size", "remember_many/s", "raw executemany/s", "ratio", "s per 1M"],
-        "supersede": ["size", "remember p50", "p95", "find_best p50", "brute-force scan p50", "speedup", "agreement"],
-        "search": ["size", "search p50", "p95", "raw FTS5 OR p50", "p95", "raw/search"],
-        "sweep": ["size", "due", "find due (dry run) p50", "apply: due", "apply s", "baseline s", "ms/memory", "first sweep s"],
-        "forget": ["size", "forget p50", "p95", "plain DELETE p50", "secure-delete"],
-        "storage": ["size", "file MB", "bytes/memory", "text bytes/memory", "ratio"],
-        "gui": ["size", "open to first rows", "scroll to end", "peak RSS MB"],
-    }
-    for size, by in results["by_size"].items():
-        n = _f(int(size))
-        if "import" in by:
-            i = by["import"]
-            rows.setdefault("import", []).append([n, _f(i["remember_many_per_s"]), _f(i["raw_executemany_per_s"]), _f(i["ratio"]), _f(i["seconds_per_million"], " s")])
-        if "supersede" in by:
-            s = by["supersede"]
-            a = s["agreement"]
-            rows.setdefault("supersede", []).append([n, _f(s["remember"]["p50_ms"], " ms"), _f(s["remember"]["p95_ms"], " ms"), _f(s["find_best"]["p50_ms"], " ms"),
-                                                     _f(s["brute_force_scan"]["p50_ms"], " ms"), _f(s["speedup_p50"], "x"), f"{a['identical']}/{a['sample']}"])
-        if "search" in by:
-            s = by["search"]
-            rows.setdefault("search", []).append([n, _f(s["search"]["p50_ms"], " ms"), _f(s["search"]["p95_ms"], " ms"), _f(s["raw_fts5_or"]["p50_ms"], " ms"),
-                                                  _f(s["raw_fts5_or"]["p95_ms"], " ms"), _f(s["ratio_p50"], "x")])
-        if "sweep" in by:
-            s = by["sweep"]
-            rows.setdefault("sweep", []).append([n, f"{s['due_at_60_days']:,} ({s['due_share']:.1%})", _f(s["find_due_dry_run"]["p50_ms"], " ms"),
-                                                 _f(s["apply"]["due"]), _f(s["apply"]["seconds"], " s"), _f(s["apply"].get("baseline_seconds"), " s"),
-                                                 _f(s["apply"]["ms_per_memory"], " ms"), _f(s["first_sweep_s"], " s")])
-        if "forget" in by:
-            f = by["forget"]
-            rows.setdefault("forget", []).append([n, _f(f["forget"]["p50_ms"], " ms"), _f(f["forget"]["p95_ms"], " ms"), _f(f["plain_delete"]["p50_ms"], " ms"), str(f["fts_secure_delete"])])
-        if "storage" in by:
-            s = by["storage"]
-            rows.setdefault("storage", []).append([n, _f(s["file_mb"]), _f(s["bytes_per_memory"]), _f(s["text_bytes_per_memory"]), _f(s["ratio_to_text"], "x")])
-        if "gui" in by:
-            g = by["gui"]
-            if "error" in g:
-                rows.setdefault("gui", []).append([n, g["error"], "", ""])
-            else:
-                scroll = _f(g["scroll_to_end_s"], " s") if g.get("reached_end") else f"not in {g['timeout_s']:.0f} s ({g['rows_loaded']:,} rows)"
-                rows.setdefault("gui", []).append([n, _f(g["open_to_first_rows_s"], " s"), scroll, _f(g["peak_rss_mb"])])
-    for name in BENCHMARKS:
-        if name not in rows:
-            continue
-        lines.append("")
-        lines.append(name)
-        grid = [heads[name], *rows[name]]
-        widths = [max(len(r[c]) for r in grid) for c in range(len(grid[0]))]
-        for r in grid:
-            lines.append("  " + "  ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)))
-    if "agentmemory_50k" in results:
-        a = results["agentmemory_50k"]
-        lines.append("")
-        lines.append("at 50k, beside agentmemory's published figures (their machine, their data)")
-        lines.append(f"  BM25 search: memlens {_f(a['ours']['bm25_search_ms'], ' ms')} p50, agentmemory {a['theirs']['bm25_search_ms']} ms "
-                     f"(hybrid {a['theirs']['hybrid_search_ms']} ms)")
-        lines.append(f"  index build: memlens {_f(a['ours']['index_build_s'], ' s')}, agentmemory {a['theirs']['index_build_s']} s")
-        lines.append(f"  storage:     memlens {_f(a['ours']['storage_mb'], ' MB')}, agentmemory {a['theirs']['storage_mb']} MB")
-    lines.append("")
-    lines.append(f"total {results['seconds']} s")
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.clear_cache and args.cache_dir.exists():
         shutil.rmtree(args.cache_dir)
     results = run(sizes, seed=args.seed, cache_dir=args.cache_dir, only=only, skip=skip, progress=progress)
-    publish(results, out=args.out, as_json=args.json, table=table)
+    publish(results, out=args.out, as_json=args.json, table=bench_table)
     return 0
 
 
