@@ -180,3 +180,11 @@ def test_bench_table_survives_a_benchmark_that_reports_less():
     text = bench_table(results)
     assert "1.50 / - ms" in text  # wall without a CPU figure: shown, the missing one as '-'
     assert "search" in text and "gui" in text
+
+
+def test_two_runs_sharing_the_cache_build_a_store_once(tmp_path):
+    code = "import sys; from pathlib import Path; from memlens.bench import stores; print(stores.cached_store(400, 3, Path(sys.argv[1])).cached)"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    answers = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert answers == ["False", "True"]  # one built it, the other waited and reused it
+    assert len(list(tmp_path.glob("store-400-s3-*.db"))) == 1 and not list(tmp_path.glob("*building*"))

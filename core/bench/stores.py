@@ -7,6 +7,8 @@ schema version and the code that decides what is indexed, so a change to any of 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import inspect
@@ -14,6 +16,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,21 +77,41 @@ def build(path: Path, recs: list[dict[str, object]], *, batch_size: int = 5000) 
 
 
 def cached_store(size: int, seed: int, cache_dir: Path = DEFAULT_CACHE, recs: list[dict[str, object]] | None = None) -> BuiltStore:
-    """The generated store of ``size`` memories for ``seed``, built (and timed) if the cache lacks it."""
+    """The generated store of ``size`` memories for ``seed``, built (and timed) if the cache lacks it.
+
+    Several benchmark runs may share the cache: one builds a missing store while the others wait for it (a lock
+    file beside it), instead of each building the same minutes-long million into the same file.
+    """
     key = f"store-{size}-s{seed}-{fingerprint()}"
     path = cache_dir / f"{key}.db"
     meta_path = cache_dir / f"{key}.json"
-    if path.exists() and meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        return BuiltStore(path, size, seed, float(meta["build_seconds"]), True)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f"{key}.building.db"
-    if recs is None:
-        recs = records(Generator(seed), size)
-    seconds = build(tmp, recs)
-    os.replace(tmp, path)
-    meta_path.write_text(json.dumps({"size": size, "seed": seed, "build_seconds": seconds, "built_at": time.time()}))
+    with _exclusive(cache_dir / f"{key}.lock"):
+        if path.exists() and meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            return BuiltStore(path, size, seed, float(meta["build_seconds"]), True)
+        tmp = cache_dir / f"{key}.building-{os.getpid()}.db"
+        if recs is None:
+            recs = records(Generator(seed), size)
+        try:
+            seconds = build(tmp, recs)
+            os.replace(tmp, path)
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(tmp) + suffix).unlink(missing_ok=True)
+        meta_path.write_text(json.dumps({"size": size, "seed": seed, "build_seconds": seconds, "built_at": time.time()}))
     return BuiltStore(path, size, seed, seconds, False)
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (a file of its own, never the store: see STYLE, SQLite layer)."""
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def work_copy(built: BuiltStore, workdir: Path) -> Path:
