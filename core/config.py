@@ -15,7 +15,7 @@ from typing import Any
 from memlens.decay import DecayConfig
 from memlens.store_location import ENV_DB, default_store_path
 
-__all__ = ["ENV_DB", "SearchTuning", "StoreSettings", "default_store_path"]
+__all__ = ["ENV_DB", "ConsolidationSchedule", "SearchTuning", "StoreSettings", "default_store_path"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,61 @@ class SearchTuning:
 
 
 @dataclass(frozen=True)
+class ConsolidationSchedule:
+    """When consolidation runs by itself (see :mod:`memlens.consolidation_schedule`). Off by default: turning it on
+    is the person's choice, and cron, systemd timers, agent hooks and the app all read it from the store."""
+
+    #: Consolidate every ``interval_hours`` (``memlens consolidate --due`` from cron, and the app's timer).
+    enabled: bool = False
+    interval_hours: float = 2.0
+    #: Consolidate when an agent session ends (the Stop/SessionEnd hook), at most once per ``cooldown_minutes``.
+    on_session_end: bool = False
+    cooldown_minutes: float = 30.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConsolidationSchedule:
+        """A schedule from a dict; unknown keys ignored, bad values refused with a ValueError naming them."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"consolidation settings must be a mapping, not {type(data).__name__}")
+        kwargs: dict[str, Any] = {}
+        for name in ("enabled", "on_session_end"):
+            if name in data:
+                if not isinstance(data[name], bool):
+                    raise ValueError(f"consolidation.{name} must be true or false, not {data[name]!r}")
+                kwargs[name] = data[name]
+        # At least a minute apart: a timer firing every few seconds would re-read the store for nothing.
+        for name, low in (("interval_hours", 1 / 60), ("cooldown_minutes", 0.0)):
+            if name in data:
+                number = float(data[name])
+                if not math.isfinite(number) or number < low:
+                    raise ValueError(f"consolidation.{name} must be a number of at least {low:g}, not {data[name]!r}")
+                kwargs[name] = number
+        return replace(cls(), **kwargs)
+
+
+def _with_context_factor(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``context_factor`` from the older ``context_penalty`` (the share a hit *lost*), for settings saved before the
+    factor existed and for callers still using the old name (it then wins over the factor already in the section).
+
+    Every saved settings record holds the whole section, so 0.5 in a record without a factor is the old default, not
+    a choice: it gives way to the new default. Any other value was chosen by someone and is kept as ``1 - penalty``.
+    """
+    if "context_penalty" not in data:
+        return data
+    converted = {k: v for k, v in data.items() if k != "context_penalty"}
+    penalty = float(data["context_penalty"])
+    if not 0 <= penalty <= 1:
+        raise ValueError(f"search.context_penalty must be between 0 and 1, not {data['context_penalty']!r}")
+    if "context_factor" in data or penalty != 0.5:
+        converted["context_factor"] = 1.0 - penalty
+    return converted
+
+
+@dataclass(frozen=True)
 class StoreSettings:
     """The engine's rules. Defaults follow the design; all can be changed with ``MemoryStore.configure``."""
 
@@ -107,12 +162,15 @@ class StoreSettings:
     decay: DecayConfig = field(default_factory=DecayConfig)
     #: Search ranking constants (stores written before this section load with the defaults).
     search: SearchTuning = field(default_factory=SearchTuning)
+    #: Scheduled and session-end consolidation (opt-in).
+    consolidation: ConsolidationSchedule = field(default_factory=ConsolidationSchedule)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings."""
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("decay", "search")}
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("decay", "search", "consolidation")}
         out["decay"] = self.decay.to_dict()
         out["search"] = self.search.to_dict()
+        out["consolidation"] = self.consolidation.to_dict()
         return out
 
     @classmethod
@@ -127,6 +185,8 @@ class StoreSettings:
                 kwargs["decay"] = DecayConfig.from_dict(value)
             elif f.name == "search":
                 kwargs["search"] = SearchTuning.from_dict(value)
+            elif f.name == "consolidation":
+                kwargs["consolidation"] = ConsolidationSchedule.from_dict(value)
             elif f.name == "capacity":
                 if int(value) < 0:
                     raise ValueError("capacity must be 0 (no limit) or a positive number of memories")

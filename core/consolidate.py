@@ -7,14 +7,19 @@ One run:
    (:func:`memlens.episodes.summarize_session`, or :func:`memlens.llm.llm_summarize_session` with an LLM). The session's
    metadata records ``episode_ids`` and ``summarized_through`` (the last observation id summarised), so a session
    that resumes later gets a further episode for its new observations only.
-2. **Facts.** For each project with at least :data:`MIN_EPISODES` episodes whose latest :data:`LATEST_EPISODES`
-   include one not yet mined, statements made in :data:`MIN_FACT_EPISODES` or more of those episodes become semantic
-   memories (TF-IDF clustering, :func:`memlens.extract.recurring_facts`; or :func:`memlens.llm.llm_extract`).
-3. **Workflows.** In the same pass, ordered tool-call sequences seen in :data:`MIN_WORKFLOW_SESSIONS` or more of
-   those episodes' sessions become procedural memories with their trigger
-   (:func:`memlens.extract.recurring_workflows`; or the LLM's workflows).
+2. **Knowledge.** For each project with at least :data:`MIN_EPISODES` episodes whose latest :data:`LATEST_EPISODES`
+   include one not yet mined, the sessions of those episodes are read. With an LLM, it extracts facts and workflows
+   from the episodes (:func:`memlens.llm.llm_extract`). Without one, only what the observations justify is promoted
+   (:mod:`memlens.extract`): sentences that *state* a preference, decision or durable fact become semantic memories,
+   quoted verbatim (:func:`~memlens.extract.stated_facts`); tool-call sequences that run and end with a shell command,
+   seen with passing commands in :data:`MIN_WORKFLOW_SESSIONS` or more sessions, become procedural workflows
+   (:func:`~memlens.extract.command_workflows`); a command failing with the same error in
+   :data:`MIN_LESSON_SESSIONS` or more sessions becomes a procedural ``lesson`` (it passed again later) or a semantic
+   ``bug`` (it never did) (:func:`~memlens.extract.failure_lessons`). Requests, chit-chat, speaker turns and tool
+   output never become facts or workflows.
 
-Every derived memory has origin ``consolidation`` and a ``derives`` relation to each of its sources. A derived
+Every derived memory has origin ``consolidation`` and a ``derives`` relation to each of its sources: the episode's
+observations, the observations a deterministic finding was read from, or the episodes the LLM cited. A derived
 memory that matches a latest one (supersede rules: same layer, compatible project) is not duplicated: at or above
 the store's ``duplicate_threshold`` it *reinforces* the existing memory (one recall, plus links to the new sources),
 above ``supersede_threshold`` it becomes its next version; when every one of its sources already backs the match,
@@ -30,13 +35,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from memlens import db, decay, supersede
 from memlens.db import Connection
 from memlens.episodes import EpisodeDraft, summarize_session
-from memlens.extract import FactDraft, WorkflowDraft, recurring_facts, recurring_workflows
+from memlens.extract import FactDraft, LessonDraft, WorkflowDraft, command_workflows, failure_lessons, stated_facts
 from memlens.llm import LLMClient, LLMConfig, LLMError, llm_extract, llm_summarize_session
 from memlens.models import Memory
 from memlens.redact import redact
@@ -52,15 +57,17 @@ IDLE_MINUTES = 30
 MIN_EPISODES = 5
 #: ...among its latest this many.
 LATEST_EPISODES = 20
-#: A fact must be stated in at least this many episodes.
-MIN_FACT_EPISODES = 2
 #: A workflow must be seen in at least this many sessions, with at least this many steps.
 MIN_WORKFLOW_SESSIONS = 3
 MIN_WORKFLOW_STEPS = 3
 #: At most this many workflows are taken from one pass (the most supported first).
 MAX_WORKFLOWS = 10
+#: A failure (same command, same error) must recur in this many sessions to become a lesson or a bug.
+MIN_LESSON_SESSIONS = 2
 #: Where consolidation remembers which episodes it has mined, per project (``meta`` table).
 STATE_KEY = "consolidation_state"
+#: Where consolidation remembers when it last ran and what started it (``meta`` table; read by the schedule).
+LAST_RUN_KEY = "consolidation_last_run"
 
 Progress = Callable[[int, int, str], None]
 
@@ -87,7 +94,10 @@ class ConsolidationReport:
     sessions: list[str] = field(default_factory=list)
     facts: int = 0
     workflows: int = 0
+    lessons: int = 0
     unchanged: int = 0
+    #: Sessions another process consolidated between this run's reading and its writing (left as they were).
+    skipped_sessions: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -107,7 +117,9 @@ class ConsolidationReport:
             "sessions": list(self.sessions),
             "facts": self.facts,
             "workflows": self.workflows,
+            "lessons": self.lessons,
             "unchanged": self.unchanged,
+            "skipped_sessions": list(self.skipped_sessions),
             "message": self.message,
             "cancelled": self.cancelled,
             "error": self.error,
@@ -132,7 +144,7 @@ class _SessionWork:
 class _Knowledge:
     """A fact or workflow to write, with its sources as provisional (episode) or real ids."""
 
-    kind: str  # "fact" or "workflow"
+    kind: str  # "fact", "workflow" or "lesson" (lessons and bugs)
     title: str
     content: str
     type: str
@@ -152,10 +164,12 @@ def run(
     progress: Progress | None = None,
     cancel: Callable[[], bool] | None = None,
     from_env: bool = True,
+    trigger: str = "manual",
 ) -> ConsolidationReport:
     """Consolidate the store at ``now`` (see the module docstring). With ``llm`` None, ``MEMLENS_LLM_*`` decides
     whether the LLM is used (unless ``from_env`` is False: then the deterministic method runs). Never raises for LLM
-    trouble: the report's ``error`` says what went wrong; a ``now`` outside MIN_TIME..MAX_TIME raises InvalidInput."""
+    trouble: the report's ``error`` says what went wrong; a ``now`` outside MIN_TIME..MAX_TIME raises InvalidInput.
+    A run that finishes records ``now`` and ``trigger`` ("manual", "schedule", "session_end") as the last run."""
     now = check_time(now, "now")
     config = llm
     if config is None and from_env:
@@ -167,7 +181,7 @@ def run(
     report = ConsolidationReport(method=method, llm_configured=config is not None)
     client = LLMClient(config) if config is not None else None
     try:
-        return _run(store, now, client, report, progress, cancel)
+        return _run(store, now, client, report, progress, cancel, trigger)
     except LLMError as exc:
         return _failed(method, config is not None, f"{exc}; nothing was written")
     except _Cancelled:
@@ -187,6 +201,7 @@ def _run(
     report: ConsolidationReport,
     progress: Progress | None,
     cancel: Callable[[], bool] | None,
+    trigger: str,
 ) -> ConsolidationReport:
     def step(done: int, total: int, stage: str) -> None:
         if cancel is not None and cancel():
@@ -226,7 +241,7 @@ def _run(
         step(done, total, "knowledge")
 
     # 3. Write everything at once.
-    _write(store, now, work, knowledge, mined, report)
+    _write(store, now, work, knowledge, mined, report, trigger)
     done += 1
     if progress is not None:
         progress(done, total, "done")
@@ -257,6 +272,32 @@ def due_sessions(store: MemoryStore, now: datetime) -> list[_SessionWork]:
         if observations:
             out.append(_SessionWork(session_id, project or observations[0].project, metadata, observations))
     return out
+
+
+def pending_work(store: MemoryStore, now: datetime) -> bool:
+    """Whether a run at ``now`` has anything to do: a finished session with observations not yet summarised, or a
+    project with enough episodes that were not yet mined for knowledge."""
+    if due_sessions(store, now):
+        return True
+    with store.ctx.read() as conn:
+        state = _load_state(conn)
+        for project in _unmined_projects(conn, state):
+            count = conn.execute(
+                "SELECT COUNT(*) FROM memories WHERE layer = 'episodic' AND type = 'summary' AND is_latest = 1 AND project IS ?", (project,)
+            ).fetchone()[0]
+            if count >= MIN_EPISODES:
+                return True
+    return False
+
+
+def last_run_at(store: MemoryStore) -> datetime | None:
+    """When consolidation last finished a run (of any trigger), None when it never did."""
+    with store.ctx.read() as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (LAST_RUN_KEY,)).fetchone()
+    try:
+        return datetime.fromtimestamp(float(json.loads(row[0])["at"]), tz=timezone.utc) if row else None
+    except (ValueError, TypeError, KeyError):
+        return None  # a damaged record: the schedule treats consolidation as never run, which only makes it due
 
 
 def _observations(store: MemoryStore, session_id: str) -> list[Memory]:
@@ -334,10 +375,10 @@ def _extract(
 ) -> list[_Knowledge]:
     facts: list[FactDraft]
     workflows: list[WorkflowDraft]
+    lessons: list[LessonDraft] = []
     if client is not None:
         facts, workflows = llm_extract(episodes, client)
     else:
-        facts = recurring_facts(episodes, min_episodes=MIN_FACT_EPISODES)
         pending = {w.session_id: w.observations for w in work}
         sessions: list[Sequence[Memory]] = []
         for sid in dict.fromkeys(e.session_id for e in episodes if e.session_id):
@@ -348,7 +389,10 @@ def _extract(
                 observations = sorted(merged.values(), key=lambda m: (m.created_at, m.id))
             if observations:
                 sessions.append(observations)
-        workflows = recurring_workflows(sessions, min_sessions=MIN_WORKFLOW_SESSIONS, min_length=MIN_WORKFLOW_STEPS)[:MAX_WORKFLOWS]
+        # Only what the observations justify, each citing the observations it comes from (see memlens.extract).
+        facts = stated_facts(sessions)
+        workflows = command_workflows(sessions, min_sessions=MIN_WORKFLOW_SESSIONS, min_length=MIN_WORKFLOW_STEPS)[:MAX_WORKFLOWS]
+        lessons = failure_lessons(sessions, min_sessions=MIN_LESSON_SESSIONS)
     out = [
         _Knowledge(
             "fact",
@@ -373,11 +417,26 @@ def _extract(
             "procedural",
             project,
             ("workflow",),
-            round(min(0.9, 0.5 + 0.1 * w.support), 3),
+            round(min(0.9, 0.5 + 0.1 * w.support), 3) if client is not None else round(min(0.8, 0.5 + 0.05 * w.support), 3),
             w.source_ids,
             {"support": w.support, "steps": list(w.steps), "trigger": w.trigger},
         )
         for w in workflows
+    ]
+    out += [
+        _Knowledge(
+            "lesson",
+            lesson.title,
+            lesson.content,
+            lesson.type,
+            "procedural" if lesson.type == "lesson" else "semantic",
+            project,
+            (lesson.type, "failure"),
+            round(min(0.8, 0.5 + 0.05 * lesson.support), 3),
+            lesson.source_ids,
+            {"support": lesson.support, "resolved": lesson.resolved, "step": lesson.step, "error": lesson.error},
+        )
+        for lesson in lessons
     ]
     return out
 
@@ -392,12 +451,17 @@ def _write(
     knowledge: list[_Knowledge],
     mined: dict[str, list[int]],
     report: ConsolidationReport,
+    trigger: str,
 ) -> None:
     provisional = {w.provisional_id for w in work}
     with store.ctx.write() as conn:
         real: dict[int, int] = {}
         for w in work:
             assert w.draft is not None
+            if _summarized_through(conn, w.session_id) != _summarized_through_of(w.metadata):
+                # Another process consolidated this session after we read it: never write a second episode.
+                report.skipped_sessions.append(w.session_id)
+                continue
             sources = _existing(conn, list(w.draft.source_ids))
             if not sources:
                 continue  # every observation was forgotten meanwhile: nothing left to summarise
@@ -418,12 +482,15 @@ def _write(
             report.episodes.append(episode_id)
             report.sessions.append(w.session_id)
         for item in knowledge:
-            sources = _existing(conn, [real.get(i, i) for i in item.source_ids])
+            # A provisional id whose episode was not written stands for nothing: it is dropped, never reused.
+            ids = [real[i] if i in provisional else i for i in item.source_ids if i not in provisional or i in real]
+            sources = _existing(conn, ids)
             if not sources:
                 continue
             _write_knowledge(store, conn, item, sources, now, report)
         report.facts = sum(1 for k in knowledge if k.kind == "fact")
         report.workflows = sum(1 for k in knowledge if k.kind == "workflow")
+        report.lessons = sum(1 for k in knowledge if k.kind == "lesson")
         if mined:
             state = _load_state(conn)
             for key, episode_ids in mined.items():
@@ -434,6 +501,10 @@ def _write(
                 "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (STATE_KEY, json.dumps({"mined_through": state}, sort_keys=True)),
             )
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (LAST_RUN_KEY, json.dumps({"at": now.timestamp(), "trigger": trigger}, sort_keys=True)),
+        )
         report.message = _message(report)
         counts = {
             "method": report.method,
@@ -441,13 +512,25 @@ def _write(
             "episodes": len(report.episodes),
             "facts": report.facts,
             "workflows": report.workflows,
+            "lessons": report.lessons,
             "created": len(report.created),
             "reinforced": len(report.reinforced),
             "superseded": len(report.superseded),
             "unchanged": report.unchanged,
+            "trigger": trigger,
         }
         targets = [*report.episodes, *report.created, *report.reinforced, *report.superseded]
         store.ctx.audit(conn, "consolidate", targets if len(targets) <= 1000 else [], counts, now)
+
+
+def _summarized_through(conn: Connection, session_id: str) -> int:
+    row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return _summarized_through_of(json.loads(row[0] or "{}") if row else {})
+
+
+def _summarized_through_of(metadata: dict[str, Any]) -> int:
+    value = metadata.get("summarized_through")
+    return value if isinstance(value, int) else 0
 
 
 def _existing(conn: Connection, ids: list[int]) -> list[int]:
@@ -497,11 +580,11 @@ def _reinforce(store: MemoryStore, conn: Connection, memory_id: int, now: dateti
 
 
 def _message(report: ConsolidationReport) -> str:
-    how = "LLM" if report.method == "llm" else "deterministic (TF-IDF clustering, frequent tool-call sequences)"
+    how = "LLM" if report.method == "llm" else "deterministic (stated facts, passing command sequences, recurring failures)"
     if not (report.episodes or report.created or report.reinforced):
         return f"{how} consolidation: nothing new to consolidate"
     return (
         f"{how} consolidation: {len(report.episodes)} sessions summarised into episodes; "
-        f"{len(report.created)} facts and workflows written ({len(report.superseded)} as new versions), "
+        f"{len(report.created)} facts, workflows and lessons written ({len(report.superseded)} as new versions), "
         f"{len(report.reinforced)} existing ones reinforced, {report.unchanged} unchanged"
     )

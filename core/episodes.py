@@ -41,7 +41,7 @@ _EXIT_KEYS = ("exit_code", "exitCode", "returncode", "return_code", "status_code
 
 # Commands whose first argument names what they do ("git commit" says more than "git").
 _SUBCOMMAND_TOOLS = frozenset(
-    {"git", "npm", "pnpm", "yarn", "cargo", "go", "docker", "kubectl", "pip", "uv", "poetry", "gh", "dotnet", "bun"}
+    {"git", "npm", "pnpm", "yarn", "cargo", "go", "docker", "kubectl", "pip", "uv", "poetry", "gh", "dotnet", "bun", "terraform", "helm"}
 )
 # Prefixes that only wrap the real command.
 _COMMAND_WRAPPERS = frozenset({"sudo", "time", "env", "nohup", "exec", "command", "xargs"})
@@ -54,6 +54,9 @@ _NAVIGATION_COMMANDS = frozenset({"cd", "pushd", "popd", "export", "source", "."
 #: their call as failed, or reading a file that mentions "error:" would count as an error.
 CONTENT_TOOLS = WRITE_TOOLS | {"read", "grep", "glob", "ls", "webfetch", "websearch", "notebookread", "view", "task"}
 
+#: Tool names recognised in bare "Tool: input" content without metadata.
+KNOWN_TOOLS = SHELL_TOOLS | CONTENT_TOOLS
+
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)\b(?::|$)", re.MULTILINE)
 _ERROR_PATTERNS = (
     re.compile(r"Traceback \(most recent call last\)"),
@@ -62,6 +65,7 @@ _ERROR_PATTERNS = (
     re.compile(r"\bexit(?:ed)?(?: with)? (?:code|status)[: ]+[1-9]\d*", re.IGNORECASE),
     re.compile(r"\b(?:command not found|No such file or directory|Permission denied|Segmentation fault)\b"),
     re.compile(r"^FAILED\b|\b[1-9]\d* failed\b", re.MULTILINE),
+    re.compile(r"^npm ERR!", re.MULTILINE),
 )
 
 _DECISION_CUE = re.compile(
@@ -122,7 +126,10 @@ def read_observation(memory: Memory) -> ObservationView:
     content = memory.content or ""
     event = str(meta.get("event") or "").strip().lower()
     if event in PROMPT_EVENTS:
+        # The hook keeps the prompt as the content; ``observe`` keeps it as the tool input (content "prompt: ...").
         prompt = meta.get("prompt")
+        if not (isinstance(prompt, str) and prompt.strip()):
+            prompt = meta.get("tool_input")
         text = prompt if isinstance(prompt, str) and prompt.strip() else content
         return ObservationView(memory.id, "prompt", _one_line(text))
 
@@ -136,9 +143,10 @@ def read_observation(memory: Memory) -> ObservationView:
             output = _content_output(content)
         return ObservationView(memory.id, "tool", content, tool.strip(), tool_input, output, exit_code, reported_error)
 
-    # No usable metadata: an observation whose content reads "Tool: input -> output" is still a tool call.
+    # No usable metadata: an observation whose content reads "Tool: input -> output" is still a tool call. A bare
+    # "Name: text" is one only for a known tool: otherwise every chat turn ("Caroline: hi") would be a "tool call".
     parsed = _parse_tool_content(content) if memory.type == "observation" else None
-    if parsed is not None:
+    if parsed is not None and (" -> " in content or parsed[0].lower() in KNOWN_TOOLS):
         name, summary, output = parsed
         guessed_input = {"command": summary} if name.lower() in SHELL_TOOLS else {}
         return ObservationView(memory.id, "tool", content, name, guessed_input, output)
@@ -218,7 +226,7 @@ def summarize_session(observations: Sequence[Memory]) -> EpisodeDraft:
     prompts = _unique([clip_text(v.text, _MAX_PROMPT) for v in views if v.kind == "prompt" and v.text])[:_MAX_PROMPTS]
     tools = Counter(v.tool for v in views if v.kind == "tool" and v.tool)
     files, files_changed = _files_touched(views)
-    errors = _unique([e for v in views if (e := _error_line(v))])[:_MAX_ERRORS]
+    errors = _unique([e for v in views if (e := error_line(v))])[:_MAX_ERRORS]
     decisions = _unique([s for v in views for s in _decision_sentences(v)])[:_MAX_DECISIONS]
     tool_counts = dict(sorted(tools.items(), key=lambda item: (-item[1], item[0])))
 
@@ -350,7 +358,7 @@ def _read_response(response: Any) -> tuple[str, int | None, bool]:
     return "", None, False
 
 
-def _error_line(view: ObservationView) -> str | None:
+def error_line(view: ObservationView) -> str | None:
     """A one-line description of the error a tool call ran into, or None when it looks fine."""
     if view.kind != "tool":
         return None

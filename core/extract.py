@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from memlens.episodes import STRUCTURAL_LABELS, ObservationView, clip_text, read_observation, step_name
+from memlens.episodes import SHELL_TOOLS, STRUCTURAL_LABELS, ObservationView, clip_text, error_line, read_observation, step_name
 from memlens.models import Memory
 from memlens.text import STOPWORDS, default_title, similarity_tokens
 
@@ -347,3 +347,269 @@ def _most_typical(texts: list[str]) -> str:
 def _unit(vector: FloatMatrix) -> FloatMatrix:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector
+
+
+
+# --- what the deterministic consolidation promotes -----------------------------------------------------------------
+#
+# Only what the observations themselves justify: a sentence in which someone *states* a preference, a decision or a
+# durable fact (quoted verbatim, never rephrased); a command sequence that recurs and whose commands passed; a
+# failure that recurs (a lesson when the command passed again later in the session, a bug when it never did).
+# Requests, chit-chat, speaker turns and tool output are never knowledge.
+
+#: Cue patterns of stated knowledge, checked in this order; a sentence that matches none is not promoted.
+_STATED_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "decision",
+        re.compile(
+            r"\b(?:we|i)(?:'ve| have)? (?:decided|chose|agreed|settled on|opted for|switched to)\b"
+            r"|\b(?:we|i)(?:'ll| will) (?:use|go with|switch to|stick with|keep using)\b"
+            r"|\blet's (?:use|go with|switch to|stick with|keep using)\b|\bdecision:",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "preference",
+        re.compile(
+            r"\bi (?:really |strongly )?(?:prefer|would rather|don't like|do not like|dislike|can't stand)\b|\bi'd rather\b"
+            r"|^(?:please )?(?:always|never|don't ever) (?:use|run|add|write|commit|push|put|call|format|keep|reply|answer|include)\b"
+            r"|\bmy (?:favou?rite|preferred)\b"
+            r"|\bi (?:really )?(?:like|love|enjoy) (?!it\b|that\b|this\b|you\b|them\b|the idea\b|to hear\b|how\b|your\b)\w",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "fact",
+        re.compile(
+            r"\b(?:i|we) (?:work (?:as|at|for|on)|live in|grew up in|was born|am from|moved to|studied)\b"
+            r"|\bwe (?:use|run|deploy|host) \w"
+            r"|\b(?:our|the|this) (?:\w+ )?(?:project|repo|repository|api|service|server|database|app|build|ci|cluster)"
+            r" (?:\w+ ){0,2}(?:is|are|uses|runs|lives|requires|needs|listens|deploys)\b",
+            re.IGNORECASE,
+        ),
+    ),
+)
+#: Greetings, thanks and reactions: a sentence with one of these is conversation, not knowledge.
+_CHITCHAT = re.compile(
+    r"\b(?:hi|hey|hello|thanks|thank you|bye|congrat\w*|wow|lol|haha\w*|awesome|amazing|glad|sorry|excited|"
+    r"so happy|sounds (?:great|good|fun)|take care|see you|good luck|proud|wonderful|fantastic|lovely|cool)\b",
+    re.IGNORECASE,
+)
+_SPEAKER = re.compile(r"^([A-Z][\w .'-]{0,40}):\s+(?=\S)")
+_MIN_STATED_TOKENS = 3
+_STATEMENT_SIMILARITY = 0.6
+
+
+@dataclass(frozen=True)
+class LessonDraft:
+    """A recurring failure of one command: a ``lesson`` (procedural) when the command passed again later in a
+    session, a ``bug`` (semantic) when it never did. ``source_ids`` are the failing calls, the calls between a
+    failure and the passing run, and that run."""
+
+    title: str
+    content: str
+    type: str
+    step: str
+    error: str
+    source_ids: tuple[int, ...]
+    support: int
+    resolved: int
+
+
+def stated_facts(sessions: Sequence[Sequence[Memory]]) -> list[FactDraft]:
+    """Sentences in which a person or agent states a preference, decision or durable fact, one draft per group of
+    alike sentences across ``sessions``, quoted as first said (with the speaker, for chat turns).
+
+    Read: user prompts, notes and chat turns, and the ``description`` an agent gives a tool call; never tool output.
+    Questions, greetings and reactions are skipped. ``source_ids`` are the observations stating it; ``support`` is
+    the number of sessions that do.
+    """
+    statements: list[tuple[str, str, int, int]] = []  # (sentence, type, memory id, session index)
+    for index, session in enumerate(sessions):
+        for memory in sorted(session, key=lambda m: (m.created_at, m.id)):
+            for sentence, kind in _statements(read_observation(memory)):
+                statements.append((sentence, kind, memory.id, index))
+    if not statements:
+        return []
+    vectors, vocabulary = tfidf_matrix([tokenize(_SPEAKER.sub("", s[0])) for s in statements])
+    drafts: list[FactDraft] = []
+    for members in _leader_clusters(vectors, _STATEMENT_SIMILARITY):
+        first = statements[members[0]]
+        kinds = Counter(statements[m][1] for m in members)
+        support = len({statements[m][3] for m in members})
+        centroid = _unit(vectors[members].sum(axis=0))
+        top_terms = np.argsort(-centroid, kind="stable")[:_FACT_TAGS]
+        drafts.append(
+            FactDraft(
+                title=default_title(first[0]),
+                content=first[0],
+                type=kinds.most_common(1)[0][0],
+                tags=tuple(vocabulary[t] for t in top_terms if centroid[t] > 0),
+                source_ids=tuple(dict.fromkeys(statements[m][2] for m in members)),
+                support=support,
+                # An explicit statement is good evidence; each further session that repeats it adds a little.
+                confidence=round(min(1.0, 0.6 + 0.1 * support), 3),
+            )
+        )
+    drafts.sort(key=lambda d: -d.support)
+    return drafts
+
+
+def _statements(view: ObservationView) -> list[tuple[str, str]]:
+    if view.kind == "tool":
+        description = view.tool_input.get("description")
+        text = description if isinstance(description, str) else ""
+    else:
+        text = view.text
+    speaker_match = _SPEAKER.match(text)
+    speaker = speaker_match.group(1) if speaker_match else None
+    body = text[speaker_match.end() :] if speaker_match else text
+    out = []
+    for raw in _SENTENCE_SPLIT.split(" ".join(body.split())):
+        sentence = raw.strip()
+        if not sentence or sentence.endswith("?") or _CHITCHAT.search(sentence) or len(sentence) > _MAX_SENTENCE_CHARS:
+            continue
+        if len(tokenize(sentence)) < _MIN_STATED_TOKENS:
+            continue
+        kind = next((k for k, cue in _STATED_CUES if cue.search(sentence)), None)
+        if kind is not None:
+            out.append((f"{speaker}: {sentence}" if speaker else sentence, kind))
+    return out
+
+
+def command_workflows(
+    sessions: Sequence[Sequence[Memory]], *, min_sessions: int = 3, min_length: int = 2, max_length: int = 6
+) -> list[WorkflowDraft]:
+    """Recurring tool-call sequences (:func:`recurring_workflows`) that run a shell command, end with one, and whose
+    commands passed in at least ``min_sessions`` of the sessions they occur in. The content lists the steps with an
+    example command line and says how often the commands passed; ``support`` counts the passing sessions."""
+    ordered = [sorted(s, key=lambda m: (m.created_at, m.id)) for s in sessions]
+    views = [[read_observation(m) for m in s] for s in ordered]
+    steps = [_collapsed_steps(v) for v in views]
+    by_id = {view.memory_id: view for session in views for view in session}
+    drafts: list[WorkflowDraft] = []
+    candidates = recurring_workflows(ordered, min_sessions=min_sessions, min_length=min_length, max_length=max_length)
+    for draft in candidates:
+        if not _is_command(draft.steps[-1]):
+            continue  # a sequence that ends before its command has no outcome to show
+        passed: list[tuple[int, ...]] = []
+        failed = 0
+        for session_steps in steps:
+            names = [step.name for step in session_steps]
+            for start in range(len(names) - len(draft.steps) + 1):
+                if tuple(names[start : start + len(draft.steps)]) == draft.steps:
+                    run = session_steps[start : start + len(draft.steps)]
+                    # A step's outcome is its last call's: "pytest" failing then passing in a row passed.
+                    ok = all(error_line(by_id[step.ids[-1]]) is None for step in run if _is_command(step.name))
+                    if ok:
+                        passed.append(tuple(i for step in run for i in step.ids))
+                    else:
+                        failed += 1
+                    break
+        if len(passed) < min_sessions:
+            continue
+        examples = {step.name: _command_line(by_id[step.ids[-1]]) for s in steps for step in s}
+        lines = [f"Steps seen in {len(passed) + failed} sessions; the commands passed in {len(passed)}:"]
+        for number, name in enumerate(draft.steps, start=1):
+            example = examples.get(name) if _is_command(name) else None
+            lines.append(f"{number}. {name}" + (f" (e.g. `{example}`)" if example else ""))
+        # The prompt before a routine is kept in the metadata, not stated as its trigger: the routine follows
+        # whatever was asked ("Fix the login", "thanks!"), and claiming one cause would be invented.
+        drafts.append(
+            WorkflowDraft(
+                title=draft.title,
+                content="\n".join(lines),
+                steps=draft.steps,
+                trigger=draft.trigger,
+                source_ids=tuple(i for ids in passed for i in ids),
+                support=len(passed),
+            )
+        )
+    # One workflow per routine: a sequence inside a longer one that also passed is that routine seen in part.
+    return [
+        d for d in drafts
+        if not any(len(o.steps) > len(d.steps) and o.support >= d.support and _contains(o.steps, d.steps) for o in drafts)
+    ]  # fmt: skip
+
+
+def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+    return any(longer[i : i + len(shorter)] == shorter for i in range(len(longer) - len(shorter) + 1))
+
+
+def failure_lessons(sessions: Sequence[Sequence[Memory]], *, min_sessions: int = 2) -> list[LessonDraft]:
+    """Command failures with the same step and error in at least ``min_sessions`` sessions: a lesson when in at
+    least one of them the same step passed later, saying what was done in between; a bug otherwise."""
+    groups: dict[tuple[str, str], list[tuple[int, tuple[int, ...], bool, list[str]]]] = {}
+    errors: dict[tuple[str, str], str] = {}  # the first wording of each failure
+    for index, session in enumerate(sessions):
+        views = [read_observation(m) for m in sorted(session, key=lambda m: (m.created_at, m.id))]
+        seen: set[tuple[str, str]] = set()
+        for position, view in enumerate(views):
+            name = step_name(view)
+            found = error_line(view)
+            if name is None or found is None or not _is_command(name):
+                continue
+            error = found[len(name) + 2 :] if found.startswith(f"{name}: ") else found
+            key = (name, re.sub(r"\d+(?:\.\d+)?", "#", error))
+            if key in seen:
+                continue
+            seen.add(key)
+            errors.setdefault(key, error)
+            ids, fixed, between = [view.memory_id], False, []
+            for later in views[position + 1 :]:
+                if step_name(later) == name:
+                    if error_line(later) is None:
+                        ids.append(later.memory_id)
+                        fixed = True
+                    break
+                ids.append(later.memory_id)
+                if later.kind == "tool" and later.tool and later.tool.lower() not in SHELL_TOOLS:
+                    between.append(later.tool + (f" {p}" if (p := _first_path(later)) else ""))
+            groups.setdefault(key, []).append((index, tuple(ids) if fixed else (view.memory_id,), fixed, between))
+    drafts = []
+    for (name, signature), occurrences in groups.items():
+        if len({o[0] for o in occurrences}) < min_sessions:
+            continue
+        error = errors[(name, signature)]
+        resolved = [o for o in occurrences if o[2]]
+        support = len(occurrences)
+        if resolved:
+            fixes = _unique_texts([step for o in resolved for step in o[3]])[:4]
+            content = (
+                f"{name} failed with: {error}\nIt failed in {support} sessions and passed again later in {len(resolved)}"
+                + (f", after: {', '.join(fixes)}." if fixes else ".")
+            )
+            title, kind = f"Lesson: {name} fails with {error}", "lesson"
+        else:
+            content = f"{name} failed with: {error}\nIt failed in {support} sessions and was not seen passing after it in any of them."
+            title, kind = f"Bug: {name} fails with {error}", "bug"
+        drafts.append(
+            LessonDraft(
+                title=clip_text(title, _MAX_TITLE), content=content, type=kind, step=name, error=error,
+                source_ids=tuple(i for o in occurrences for i in o[1]), support=support, resolved=len(resolved),
+            )
+        )
+    drafts.sort(key=lambda d: -d.support)
+    return drafts
+
+
+def _is_command(step: str) -> bool:
+    tool, _, verb = step.partition(": ")
+    return bool(verb) and tool.lower() in SHELL_TOOLS
+
+
+def _command_line(view: ObservationView) -> str | None:
+    command = view.tool_input.get("command") or view.tool_input.get("cmd")
+    return clip_text(command, 80) if isinstance(command, str) and command.strip() else None
+
+
+def _first_path(view: ObservationView) -> str | None:
+    for key in ("file_path", "path", "notebook_path", "filePath", "filename", "target_file"):
+        value = view.tool_input.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _unique_texts(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -8,7 +8,9 @@ Claude Code (and agents that copy its hook shape) run ``memlens hook`` on every 
 SessionStart        :meth:`MemoryStore.start_session` (project, cwd and start reason kept)
 UserPromptSubmit    a working-layer observation of the prompt (``tool_name`` and ``event`` "prompt")
 PostToolUse         :meth:`MemoryStore.observe` of the tool call
-Stop, SessionEnd    :meth:`MemoryStore.end_session`
+Stop, SessionEnd    :meth:`MemoryStore.end_session`, then consolidation when the store's opt-in
+                    ``consolidation.on_session_end`` is on and its cooldown has passed
+                    (:func:`memlens.consolidation_schedule.consolidate_after_session`)
 others              ignored
 ==================  =====================================================================================
 
@@ -142,6 +144,11 @@ def handle_event(store: Any, event: Mapping[str, Any], *, now: datetime | None =
         return HookResult("started", name, session_id)
     if name in STOP_EVENTS:
         store.end_session(session_id, now=now)
+        if store.settings.consolidation.on_session_end:
+            # Opt-in, and imported only then: consolidation brings numpy, and this runs on every Stop event.
+            from memlens.consolidation_schedule import consolidate_after_session
+
+            consolidate_after_session(store, session_id, now=now)
         return HookResult("ended", name, session_id)
 
     if name == PROMPT:

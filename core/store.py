@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from memlens.consolidate import ConsolidationReport
+    from memlens.consolidation_schedule import ScheduledRun
     from memlens.embeddings import EmbeddingClient
     from memlens.io.records import ImportBatch, ImportSummary, Progress
     from memlens.llm import LLMConfig
@@ -190,9 +191,9 @@ class MemoryStore:
                 merged["decay"] = {**merged["decay"], **value}
                 if "rates" in value:
                     merged["decay"]["rates"] = {**self.ctx.settings.decay.rates, **dict(value["rates"])}
-            elif key == "search" and isinstance(value, Mapping):
+            elif key in ("search", "consolidation") and isinstance(value, Mapping):
                 # A section changes field by field: tuning one search constant keeps the others as they were.
-                merged["search"] = {**merged["search"], **value}
+                merged[key] = {**merged[key], **value}
             else:
                 merged[key] = value
         try:
@@ -726,6 +727,14 @@ class MemoryStore:
         from memlens.consolidate import run as run_consolidation
 
         return run_consolidation(self, now=resolve_now(now), llm=llm, progress=progress, cancel=cancel)
+
+    def consolidate_due(self, *, now: datetime | None = None, force: bool = False, llm: LLMConfig | None = None) -> ScheduledRun:
+        """Consolidate if the opt-in schedule is on and its interval has passed since the last consolidation
+        (``force``: whenever anything is waiting). Never twice for one session; nothing to do writes nothing
+        (see :mod:`memlens.consolidation_schedule`)."""
+        from memlens.consolidation_schedule import consolidate_due
+
+        return consolidate_due(self, now=resolve_now(now), force=force, llm=llm)
 
     # embeddings (optional; core/embeddings.py) -------------------------------------------------------------------
 

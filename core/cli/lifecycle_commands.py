@@ -33,6 +33,11 @@ def register(sub: Any) -> None:
     p.add_argument("--llm-model", help="model name (default: $MEMLENS_LLM_MODEL)")
     p.add_argument("--llm-timeout", type=float, help="seconds to wait for an answer (default 30)")
     p.add_argument("--no-llm", action="store_true", help="use the deterministic method even if an LLM is configured")
+    p.add_argument("--due", action="store_true", help="only if the schedule is on and its interval has passed (for cron and systemd timers); prints one line")
+    p.add_argument("--schedule", choices=("on", "off"), help="turn scheduled consolidation on or off (a store setting shared with the app)")
+    p.add_argument("--every", type=float, metavar="HOURS", help="the schedule's interval in hours (default 2)")
+    p.add_argument("--at-session-end", choices=("on", "off"), help="consolidate when an agent session ends (the Stop/SessionEnd hook)")
+    p.add_argument("--cooldown", type=float, metavar="MINUTES", help="at most one session-end consolidation per this many minutes (default 30)")
     add_yes_flag(p)
 
     p = add_command(
@@ -84,9 +89,37 @@ def _llm_config(args: argparse.Namespace) -> LLMConfig | None:
         raise InvalidInput(str(exc)) from None
 
 
+def _schedule_changes(args: argparse.Namespace) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if args.schedule is not None:
+        changes["enabled"] = args.schedule == "on"
+    if args.every is not None:
+        changes["interval_hours"] = args.every
+    if args.at_session_end is not None:
+        changes["on_session_end"] = args.at_session_end == "on"
+    if args.cooldown is not None:
+        changes["cooldown_minutes"] = args.cooldown
+    return changes
+
+
+def _describe_schedule(schedule: Any) -> str:
+    timer = f"every {schedule.interval_hours:g} h" if schedule.enabled else "off"
+    ending = f"on, at most once per {schedule.cooldown_minutes:g} min" if schedule.on_session_end else "off"
+    return f"scheduled consolidation: {timer}; at session end: {ending}"
+
+
 def cmd_consolidate(args: argparse.Namespace) -> int:
     from memlens.consolidate import run as run_consolidation
 
+    changes = _schedule_changes(args)
+    if changes:
+        with open_store(args, create=False) as store:
+            settings = store.configure({"consolidation": changes}, now=now_from(args))
+        emit(args, settings.consolidation.to_dict(), _describe_schedule(settings.consolidation))
+        if not args.due:
+            return 0
+    if args.due:
+        return _consolidate_due(args)
     now = now_from(args)
     confirm_time(args, now)
     config = _llm_config(args)
@@ -95,6 +128,19 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         report = run_consolidation(store, now=now, llm=config, from_env=not args.no_llm)
     emit(args, report.to_dict(), report.message)
     return 0 if report.ok else 1
+
+
+def _consolidate_due(args: argparse.Namespace) -> int:
+    """``memlens consolidate --due``: one line (or JSON), exit 0 unless a consolidation ran and failed."""
+    from memlens.consolidation_schedule import consolidate_due
+
+    now = now_from(args)
+    confirm_time(args, now)
+    config = _llm_config(args)
+    with open_store(args, create=False) as store:
+        result = consolidate_due(store, now=now, llm=config, from_env=not args.no_llm)
+    emit(args, result.to_dict(), f"{result.status}: {result.summary}")
+    return 0 if result.ok else 1
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
