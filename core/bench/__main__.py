@@ -106,11 +106,12 @@ def run(sizes: Sequence[int], *, seed: int, cache_dir: Path, only: set[str], ski
 
 
 def _measured(out: dict[str, Any], name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """``out[name] = fn(*args, **kwargs)``, with the whole call's wall and CPU seconds under ``out["run"][name]``."""
+    """``out[name] = fn(*args, **kwargs)``, with the whole call's wall and CPU seconds (a child process's CPU
+    included) under ``out["run"][name]`` as ``seconds`` and ``cpu_seconds``."""
     result, sample = clock(lambda: fn(*args, **kwargs))
     out[name] = result
     cpu = sample.cpu + _child_cpu(result)
-    out.setdefault("run", {})[name] = {"wall_s": round(sample.wall, 2), "cpu_s": round(cpu, 2)}
+    out.setdefault("run", {})[name] = {"seconds": round(sample.wall, 2), "cpu_seconds": round(cpu, 2)}
 
 
 def _child_cpu(result: Any) -> float:

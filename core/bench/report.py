@@ -134,7 +134,7 @@ def bench_table(results: dict[str, Any]) -> str:
         n = number(int(size))
         for name in ORDER:
             if name in by:
-                rows.setdefault(name, []).append([*_row(name, n, by[name]), total(get(by, "run", name), "wall_s")])
+                rows.setdefault(name, []).append([*_row(name, n, by[name]), total(get(by, "run", name), "seconds")])
     for name in ORDER:
         if name not in rows:
             continue
