@@ -189,3 +189,10 @@ def test_two_runs_sharing_the_cache_build_a_store_once(tmp_path):
     answers = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
     assert answers == ["False", "True"]  # one built it, the other waited and reused it
     assert len(list(tmp_path.glob("store-400-s3-*.db"))) == 1 and not list(tmp_path.glob("*building*"))
+
+
+def test_whole_run_cpu_counts_the_child_processes_a_benchmark_waited_for():
+    out: dict = {}
+    bench._measured(out, "child", subprocess.run, [sys.executable, "-c", "sum(range(30_000_000))"], check=True)
+    assert out["child"].returncode == 0
+    assert out["run"]["child"]["cpu_seconds"] > 0.1  # the child's loop (~1 s of CPU); this process barely ran

@@ -106,17 +106,14 @@ def run(sizes: Sequence[int], *, seed: int, cache_dir: Path, only: set[str], ski
 
 
 def _measured(out: dict[str, Any], name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """``out[name] = fn(*args, **kwargs)``, with the whole call's wall and CPU seconds (a child process's CPU
-    included) under ``out["run"][name]`` as ``seconds`` and ``cpu_seconds``."""
+    """``out[name] = fn(*args, **kwargs)``, with the whole call's wall and CPU seconds under ``out["run"][name]``
+    as ``seconds`` and ``cpu_seconds``; the CPU of child processes it ran and waited for (the GUI's process, an
+    import's worker) counts too."""
+    children = _children_cpu()
     result, sample = clock(lambda: fn(*args, **kwargs))
     out[name] = result
-    cpu = sample.cpu + _child_cpu(result)
+    cpu = sample.cpu + _children_cpu() - children
     out.setdefault("run", {})[name] = {"seconds": round(sample.wall, 2), "cpu_seconds": round(cpu, 2)}
-
-
-def _child_cpu(result: Any) -> float:
-    """CPU seconds a benchmark spent in a child process it reported (the GUI's), else 0."""
-    return float(result.get("process_cpu_s", 0.0)) if isinstance(result, dict) else 0.0
 
 
 def gui(path: Path) -> dict[str, Any]:
