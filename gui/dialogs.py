@@ -217,6 +217,7 @@ class SettingsDialog(QtWidgets.QDialog):
         form.addRow("Refresh strengths every", self.refresh_minutes)
         form.addRow("Auto-forget sweep every", self.sweep_minutes)
         form.addRow("Check for changes every", self.live_ms)
+        form.addRow(self._consolidation_schedule(store_settings))
         tabs.addTab(timers, "Timers")
 
         engine = QtWidgets.QWidget()
@@ -290,6 +291,31 @@ class SettingsDialog(QtWidgets.QDialog):
         layout.addWidget(buttons)
         self.resize(520, 520)
 
+    def _consolidation_schedule(self, store_settings: StoreSettings | None) -> QtWidgets.QGroupBox:
+        """The store's opt-in consolidation schedule: shared with cron (memlens consolidate --due) and agent hooks."""
+        schedule = (store_settings or StoreSettings()).consolidation
+        box = QtWidgets.QGroupBox("Scheduled consolidation (kept in the store: cron, hooks and this app share it)")
+        box.setObjectName("settingsConsolidation")
+        form = QtWidgets.QFormLayout(box)
+        self.consolidation_enabled = _name(QtWidgets.QCheckBox("Consolidate on a schedule"), "settingsConsolidationEnabled", "Consolidate on a schedule")
+        self.consolidation_enabled.setChecked(schedule.enabled)
+        self.consolidation_hours = self._double("settingsConsolidationHours", "Consolidate every (hours)", schedule.interval_hours, maximum=24 * 30.0)
+        self.consolidation_hours.setMinimum(0.1)
+        self.consolidation_hours.setDecimals(1)
+        self.consolidation_hours.setSingleStep(0.5)
+        self.consolidation_hours.setSuffix(" h")
+        self.consolidation_session_end = _name(
+            QtWidgets.QCheckBox("Consolidate when an agent session ends"), "settingsConsolidationSessionEnd", "Consolidate when an agent session ends"
+        )
+        self.consolidation_session_end.setChecked(schedule.on_session_end)
+        self.consolidation_cooldown = self._spin("settingsConsolidationCooldown", "At most once per (minutes)", 0, 24 * 60, round(schedule.cooldown_minutes), " min")
+        form.addRow(self.consolidation_enabled)
+        form.addRow("Every", self.consolidation_hours)
+        form.addRow(self.consolidation_session_end)
+        form.addRow("At most once per", self.consolidation_cooldown)
+        box.setEnabled(store_settings is not None)
+        return box
+
     def _sweep_rules(self, s: StoreSettings) -> QtWidgets.QGroupBox:
         """One row per registered sweep rule: its label, what it does (tooltip) and an editor per setting it reads."""
         box = QtWidgets.QGroupBox("Auto-forget sweep rules, in the order they apply")
@@ -355,6 +381,7 @@ class SettingsDialog(QtWidgets.QDialog):
             refresh_seconds=self.refresh_minutes.value() * 60,
             sweep_seconds=self.sweep_minutes.value() * 60,
             sweeps_paused=self.prefs.sweeps_paused,
+            consolidation_paused=self.prefs.consolidation_paused,
             live_poll_ms=self.live_ms.value(),
             theme=str(self.theme.currentData()),
             llm_base_url=self.llm_url.text().strip(),
@@ -404,6 +431,19 @@ class SettingsDialog(QtWidgets.QDialog):
             decay["rates"] = rates
         if decay:
             changes["decay"] = decay
+        schedule = {
+            "enabled": self.consolidation_enabled.isChecked(),
+            "interval_hours": round(self.consolidation_hours.value(), 4),
+            "on_session_end": self.consolidation_session_end.isChecked(),
+            "cooldown_minutes": float(self.consolidation_cooldown.value()),
+        }
+        current = s.consolidation.to_dict()
+        # Compared as the editors show them, so opening and saving the dialog changes nothing.
+        current["interval_hours"] = round(current["interval_hours"], 1)
+        current["cooldown_minutes"] = float(round(current["cooldown_minutes"]))
+        schedule = {key: value for key, value in schedule.items() if value != current[key]}
+        if schedule:
+            changes["consolidation"] = schedule
         return changes
 
 

@@ -22,6 +22,8 @@ class Preferences:
     refresh_seconds: int = 60
     sweep_seconds: int = 3600
     sweeps_paused: bool = False
+    #: Scheduled consolidation paused in this app (whether it is scheduled at all is a store setting).
+    consolidation_paused: bool = False
     live_poll_ms: int = 750
     theme: str = "system"
     llm_base_url: str = ""

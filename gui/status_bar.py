@@ -22,6 +22,23 @@ class StatusBar(QtWidgets.QStatusBar):
         self.countdown_label = QtWidgets.QLabel()
         self.countdown_label.setObjectName("sweepCountdown")
         self.countdown_label.setToolTip("Time to the next automatic sweep (Lifecycle menu: run now, pause, preview)")
+        # Scheduled consolidation (shown only while the store's schedule is on): its countdown, with "run now" and
+        # pause in the button's menu.
+        self.consolidation_button = QtWidgets.QToolButton()
+        self.consolidation_button.setObjectName("consolidationCountdown")
+        self.consolidation_button.setAccessibleName("Scheduled consolidation")
+        self.consolidation_button.setToolTip("Time to the next scheduled consolidation (click: run now or pause)")
+        self.consolidation_button.setAutoRaise(True)
+        self.consolidation_button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.InstantPopup)
+        consolidation_menu = QtWidgets.QMenu(self.consolidation_button)
+        consolidation_menu.setObjectName("consolidationMenu")
+        self.consolidation_run_now = consolidation_menu.addAction("Consolidate Now")
+        self.consolidation_run_now.setObjectName("consolidationRunNow")
+        self.consolidation_pause = consolidation_menu.addAction("Pause Scheduled Consolidation")
+        self.consolidation_pause.setObjectName("consolidationPause")
+        self.consolidation_pause.setCheckable(True)
+        self.consolidation_button.setMenu(consolidation_menu)
+        self.consolidation_button.hide()
         # A running sweep's progress and its Cancel (it stops before its next batch of erasures).
         self.sweep_progress = QtWidgets.QProgressBar()
         self.sweep_progress.setObjectName("sweepProgress")
@@ -37,7 +54,7 @@ class StatusBar(QtWidgets.QStatusBar):
         self.sweep_cancel.hide()
         self._sweep_cancel_slot: Callable[[], None] | None = None
         self.sweep_cancel.clicked.connect(self._cancel_sweep)
-        for widget in (self.sweep_progress, self.sweep_cancel, self.busy_label, self.live_label, self.countdown_label):
+        for widget in (self.sweep_progress, self.sweep_cancel, self.busy_label, self.live_label, self.countdown_label, self.consolidation_button):
             self.addPermanentWidget(widget)
 
     def show_busy(self, busy: bool) -> None:
@@ -52,6 +69,18 @@ class StatusBar(QtWidgets.QStatusBar):
             self.countdown_label.setText("Automatic sweeps paused")
         else:
             self.countdown_label.setText(f"Next sweep in {fmt.countdown(seconds)}")
+
+    def show_consolidation_countdown(self, seconds: int | None) -> None:
+        """Show the time to the next scheduled consolidation (None: no store or the schedule is off; negative:
+        paused)."""
+        self.consolidation_button.setVisible(seconds is not None)
+        self.consolidation_pause.setChecked(seconds is not None and seconds < 0)
+        if seconds is None:
+            self.consolidation_button.setText("")
+        elif seconds < 0:
+            self.consolidation_button.setText("Scheduled consolidation paused")
+        else:
+            self.consolidation_button.setText(f"Next consolidation in {fmt.countdown(seconds)}")
 
     def sweep_started(self, cancel: Callable[[], None]) -> None:
         """Show a busy progress bar and a Cancel button that calls ``cancel`` once."""

@@ -27,6 +27,8 @@ from memlens.hooks import handle_event
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
+# The offscreen platform says this whenever a window is shown.
+pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
 
 
 @pytest.fixture(autouse=True)
@@ -173,3 +175,75 @@ def test_cli_consolidate_due(capsys, db_path: Path, store: MemoryStore, t0):
     assert main([*db, "consolidate", "--due", "--now", when, "--yes"]) == 0
     line = capsys.readouterr().out
     assert line.startswith("not_due: ") and line.count("\n") == 1
+
+
+# --- the app: the consolidation timer beside the sweep timer ---------------------------------------------------
+
+
+def scheduled_store(path: Path, now: datetime, *, enabled: bool = True) -> Path:
+    with MemoryStore.open(path) as store:
+        record(store, "s1", now - 3 * HOUR)
+        store.configure({"consolidation": {"enabled": enabled, "interval_hours": 2}}, now=now - 3 * HOUR)
+    return path
+
+
+def audit_triggers(path: Path) -> list[str]:
+    with MemoryStore.open(path) as store:
+        return [e.details.get("trigger", "") for e in store.audit(limit=100) if e.operation == "consolidate"]
+
+
+def test_the_app_runs_the_schedule_with_a_countdown_pause_and_run_now(qtbot, make_window, tmp_path: Path):
+    from gui_support import NOW
+
+    path = scheduled_store(tmp_path / "s.db", NOW)
+    window = make_window(path)
+    button = window.status.consolidation_button
+    # Never consolidated: due at once; the timer's first shot runs it, then the countdown shows a whole interval.
+    qtbot.waitUntil(lambda: audit_triggers(path) == ["schedule"], timeout=15000)
+    qtbot.waitUntil(lambda: button.text() == "Next consolidation in 2 h" or button.text().startswith("Next consolidation in 2"), timeout=15000)
+    timer = window.findChild(type(window.scheduler.sweep_timer), "consolidationTimer")
+    assert timer is window.scheduler.consolidation_timer and timer.isActive() and timer.interval() == 2 * 3_600_000
+    assert button.isVisible() and button.objectName() == "consolidationCountdown" and button.accessibleName()
+    assert window.status.countdown_label.text().startswith("Next sweep in")  # beside the sweep's countdown
+
+    # Pause: the timer stops, the label says so, and the choice is remembered.
+    window.status.consolidation_pause.trigger()
+    qtbot.waitUntil(lambda: button.text() == "Scheduled consolidation paused")
+    assert not timer.isActive() and window.prefs.consolidation_paused and window.status.consolidation_pause.isChecked()
+    window.status.consolidation_pause.trigger()
+    qtbot.waitUntil(lambda: timer.isActive() and button.text().startswith("Next consolidation in"))
+    assert not window.prefs.consolidation_paused
+
+    # Run now: consolidates what is waiting whatever the interval says.
+    with MemoryStore.open(path) as store:
+        record(store, "s2", NOW - HOUR)
+    window.status.consolidation_run_now.trigger()
+    qtbot.waitUntil(lambda: audit_triggers(path) == ["schedule", "schedule"], timeout=15000)
+    with MemoryStore.open(path) as store:
+        assert len(episodes_of(store, "s1")) == 1 and len(episodes_of(store, "s2")) == 1
+    qtbot.waitUntil(lambda: not window.tasks.is_busy())
+
+
+def test_the_app_shows_no_consolidation_timer_while_the_schedule_is_off(qtbot, make_window, tmp_path: Path):
+    from gui_support import NOW
+
+    window = make_window(scheduled_store(tmp_path / "s.db", NOW, enabled=False))
+    assert not window.scheduler.consolidation_timer.isActive() and window.scheduler.seconds_to_consolidation() is None
+    assert not window.status.consolidation_button.isVisible()
+
+
+def test_the_settings_dialog_edits_the_schedule(qtbot, tmp_path: Path):
+    from memlens.config import StoreSettings
+    from memlens.gui.dialogs import SettingsDialog
+    from memlens.gui.preferences import Preferences
+
+    dialog = SettingsDialog(Preferences(consolidation_paused=True), StoreSettings())
+    qtbot.addWidget(dialog)
+    assert dialog.store_changes() == {}  # opening and saving changes nothing
+    dialog.consolidation_enabled.setChecked(True)
+    dialog.consolidation_hours.setValue(4)
+    dialog.consolidation_session_end.setChecked(True)
+    dialog.consolidation_cooldown.setValue(10)
+    assert dialog.store_changes() == {"consolidation": {"enabled": True, "interval_hours": 4.0, "on_session_end": True, "cooldown_minutes": 10.0}}
+    assert dialog.new_preferences().consolidation_paused  # the person's pause survives a save
+    assert not SettingsDialog(Preferences(), None).findChild(type(dialog.consolidation_enabled.parentWidget()), "settingsConsolidation").isEnabled()
