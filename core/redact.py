@@ -18,6 +18,7 @@ nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -242,12 +243,53 @@ def _flag_before(match: re.Match[str]) -> bool:
     return text.startswith("--", start) or (text.startswith("-", start) and start + 1 < len(text) and text[start + 1] != "-")
 
 
+#: Every rule keyword once, with the positions (in :data:`_RULES`) of the rules that list it. One substring test per
+#: keyword is all most texts cost (an import redacts every record): a single pass over this list, not one per rule.
+_KEYWORD_RULES: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
+    (keyword, tuple(i for i, r in enumerate(_RULES) if keyword in r.keywords))
+    for keyword in dict.fromkeys(k for r in _RULES for k in r.keywords)
+)
+_KEYWORDS = tuple(k for k, _ in _KEYWORD_RULES)
+_RULES_OF = dict(_KEYWORD_RULES)
+
+
+@functools.cache
+def _keyword_gates() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Patterns that find a keyword in a text exactly when one is there, cheaper than testing all of them.
+
+    Only keywords holding no shorter keyword need looking for (``secret_access_key`` holds ``secret``). They are
+    grouped by a character that is rare in prose (``_``, ``-``, a digit, a non-Latin letter), so a group is
+    searched only when its character occurs; words of plain letters form one group searched always."""
+
+    def guard(keyword: str) -> str:
+        return next((c for c in keyword if not (c.isascii() and c.isalpha()) and c not in ". "), "")
+
+    minimal = [k for k in _KEYWORDS if not any(other != k and other in k for other in _KEYWORDS)]
+    groups: dict[str, list[str]] = {}
+    for keyword in minimal:
+        groups.setdefault(guard(keyword), []).append(keyword)
+    # Compiled on first use, like the rules: the hook imports this module on every tool call.
+    return tuple((g, re.compile("|".join(re.escape(k) for k in words))) for g, words in groups.items())
+
+
+def _rules_for(lowered: str) -> list[_Rule]:
+    """The rules, in order, that have a keyword in ``lowered`` (the rules that could match at all)."""
+    if not any((not g or g in lowered) and p.search(lowered) for g, p in _keyword_gates()):
+        return []
+    present = [k for k in _KEYWORDS if k in lowered]
+    if not present:
+        return []
+    return [_RULES[i] for i in sorted({i for k in present for i in _RULES_OF[k]})]
+
+
 def redact(text: str) -> tuple[str, list[Redaction]]:
     """``text`` with secrets replaced by ``[REDACTED:<rule>]``, and the list of what was replaced.
 
     Idempotent: redacting a redacted text changes nothing and reports nothing."""
-    lowered = text.lower()
-    return _apply([r for r in _RULES if any(k in lowered for k in r.keywords)], text)
+    rules = _rules_for(text.lower())
+    if not rules:
+        return text, []
+    return _apply(rules, text)
 
 
 def _redact_all(text: str) -> tuple[str, list[Redaction]]:
@@ -320,6 +362,8 @@ def redact_value(value: Any) -> tuple[Any, set[str]]:
         pairs = [redact_value(v) for v in value]
         return [v for v, _ in pairs], set().union(*(r for _, r in pairs))
     if isinstance(value, dict):
+        if not value:
+            return {}, set()  # most records' metadata: nothing to look at
         rules: set[str] = set()
         out: dict[str, Any] = {}
         pair_name = next((value[k] for k in _PAIR_NAME_KEYS if isinstance(value.get(k), str)), None)

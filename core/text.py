@@ -66,8 +66,12 @@ def _cjk_bigrams(run: str) -> list[str]:
 
 def similarity_tokens(text: str) -> frozenset[str]:
     """The word set that supersede compares: lower-cased NFC words longer than 2 characters, CJK as bigrams."""
+    lowered = unicodedata.normalize("NFC", text).lower()
+    if lowered.isascii() or not _CJK_RUN.search(lowered):
+        # No CJK anywhere: every word is its own token (the loop below would find no run in any word).
+        return frozenset([word for word in _WORD.findall(lowered) if len(word) > 2])
     tokens: set[str] = set()
-    for word in _WORD.findall(unicodedata.normalize("NFC", text).lower()):
+    for word in _WORD.findall(lowered):
         pos = 0
         for match in _CJK_RUN.finditer(word):
             head = word[pos : match.start()]
@@ -89,7 +93,8 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
     return inter / (len(a) + len(b) - inter)
 
 
-@functools.lru_cache(maxsize=65536)
+# Big enough for a large store's vocabulary: a miss costs a hash (a microsecond), and bulk imports look up every token.
+@functools.lru_cache(maxsize=1 << 18)
 def token_key(token: str) -> str:
     """A short, stable ASCII key for a similarity token, as stored in the supersede index.
 

@@ -1,72 +1,171 @@
-"""Bulk import through remember_many against raw executemany inserts into the same schema with its FTS triggers."""
+"""Bulk import (``remember_many``: redaction, similarity index, FTS) against the raw baseline, interleaved.
+
+The raw baseline is what the store's own tables cost to fill and no less: ``executemany`` into ``memories`` and
+``executemany`` into ``memory_fts`` (its rows indexed beforehand), no triggers, no redaction, no similarity index,
+one transaction per batch of 5,000. The two are measured round by round in the same process, alternating which
+goes first, each into its own store, so a neighbour's load on a shared machine falls on both alike. CPU time is
+this process's plus the import's worker process's (it prepares records on the second core).
+
+``python -m memlens.bench.import_bench`` (``--size``, default a million) times one import of generated memories on its own
+(wall and CPU), with the load average beside it; ``--ratio`` runs the interleaved comparison instead.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import resource
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memlens.bench import stores
-from memlens.bench.generator import Generator
+from memlens.bench.generator import EPOCH, Generator
+from memlens.bench.stores import records as generated_records
 from memlens.models import ts_from_dt
+from memlens.storage.context import content_hash
 from memlens.store import MemoryStore
-from memlens.text import default_title
+from memlens.text import default_title, index_text
+
+BATCH = 5000
+#: Records per interleaved round: big enough that the import uses its worker process as a real one would.
+ROUND = 25_000
 
 _RAW_INSERT = (
     "INSERT INTO memories (id, layer, type, title, content, project, tags, importance, origin, created_at, updated_at, "
-    "last_accessed_at, chain_id, forget_after, content_hash) VALUES (?, ?, ?, ?, ?, ?, '[]', 0.5, 'import', ?, ?, ?, ?, ?, '')"
+    "last_accessed_at, chain_id, forget_after, content_hash) VALUES (?, ?, ?, ?, ?, ?, '[]', 0.5, 'import', ?, ?, ?, ?, ?, ?)"
 )
+_RAW_FTS = "INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?, ?, ?, '[]')"
 
 
-def raw_rows(recs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """The baseline's rows, prepared before its clock starts (titles as remember_many would make them)."""
-    rows = []
-    for i, rec in enumerate(recs, start=1):
+def raw_rows(recs: list[dict[str, Any]], first_id: int = 1) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The baseline's memory rows and FTS rows, prepared before its clock starts (titles as remember_many makes them)."""
+    rows, fts = [], []
+    for i, rec in enumerate(recs, start=first_id):
         ts = ts_from_dt(rec["created_at"])
         ttl = rec.get("ttl_days")
-        rows.append((i, rec["layer"], rec["type"], default_title(rec["content"]), rec["content"], rec["project"], ts, ts, ts, i,
-                     ts + ttl * 86400.0 if ttl is not None else None))
-    return rows
+        title = default_title(rec["content"])
+        rows.append((i, rec["layer"], rec["type"], title, rec["content"], rec["project"], ts, ts, ts, i,
+                     ts + ttl * 86400.0 if ttl is not None else None, content_hash(rec["content"])))  # fmt: skip
+        fts.append((i, index_text(title), index_text(rec["content"])))
+    return rows, fts
 
 
-def raw_import(path: Path, rows: list[tuple[Any, ...]], batch_size: int = 5000) -> float:
-    """Seconds to insert ``rows`` with executemany, one transaction per batch, into a fresh store's schema (its
-    FTS5 triggers index every row, as they do for remember_many)."""
+def _fresh(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
-    with MemoryStore.open(path, actor="bench") as store:
-        conn = store.conn
-        started = time.perf_counter()
-        for i in range(0, len(rows), batch_size):
-            conn.execute("BEGIN")
-            conn.executemany(_RAW_INSERT, rows[i : i + batch_size])
-            conn.execute("COMMIT")
-        return time.perf_counter() - started
 
 
-def run(size: int, seed: int, workdir: Path, cache_dir: Path) -> dict[str, Any]:
-    """Import ``size`` generated memories both ways into fresh files; memories per second and their ratio. The
-    remember_many store becomes the cached store for this size when the cache lacks it."""
-    recs = stores.records(Generator(seed), size)
-    rows = raw_rows(recs)
-    raw_seconds = raw_import(workdir / f"raw-{size}.db", rows)
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(workdir / f"raw-{size}.db") + suffix).unlink(missing_ok=True)
-    built = stores.cached_store(size, seed, cache_dir, recs=recs)
-    if built.cached:
-        seconds = stores.build(workdir / f"import-{size}.db", recs)
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(workdir / f"import-{size}.db") + suffix).unlink(missing_ok=True)
-    else:
-        seconds = built.build_seconds
-    ours = size / seconds
-    raw = size / raw_seconds
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its finished children (the import's worker, once it has exited)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time(), children.ru_utime + children.ru_stime
+
+
+class _Side:
+    """Wall, own CPU and worker CPU seconds summed over one side's rounds."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = self.worker_cpu = 0.0
+
+    def run(self, fn: Callable[[], None]) -> None:
+        cpu0, kids0 = _cpu()
+        wall0 = time.perf_counter()
+        fn()
+        self.wall += time.perf_counter() - wall0
+        cpu1, kids1 = _cpu()
+        self.cpu += cpu1 - cpu0
+        self.worker_cpu += kids1 - kids0
+
+
+def run(size: int, seed: int, workdir: Path, cache_dir: Path | None = None, *, round_size: int = ROUND) -> dict[str, Any]:
+    """Import ``size`` generated memories through ``remember_many`` and the raw baseline, interleaved round by round
+    (see the module docstring); throughput, ratio (ours over raw: 1.0 is as fast as raw), µs per record, wall and
+    CPU seconds. ``cache_dir`` is accepted for the benchmark runner's signature; nothing is cached here."""
+    recs = generated_records(Generator(seed), size)
+    ours_path, raw_path = workdir / f"import-{size}.db", workdir / f"raw-{size}.db"
+    _fresh(ours_path)
+    _fresh(raw_path)
+    ours, raw = _Side(), _Side()
+    with MemoryStore.open(ours_path, actor="bench") as store, MemoryStore.open(raw_path, actor="bench") as raw_store:
+        conn = raw_store.conn
+        conn.execute("DROP TRIGGER memories_fts_insert")  # the baseline writes its FTS rows itself
+        rounds = [(i, recs[i : i + round_size]) for i in range(0, size, round_size)]
+        for n, (first, chunk) in enumerate(rounds):
+            rows, fts = raw_rows(chunk, first + 1)
+
+            def import_round(chunk: list[dict[str, Any]] = chunk) -> None:
+                store.remember_many(chunk, batch_size=BATCH, now=EPOCH)
+
+            def raw_round(rows: list[tuple[Any, ...]] = rows, fts: list[tuple[Any, ...]] = fts) -> None:
+                for i in range(0, len(rows), BATCH):
+                    conn.execute("BEGIN")
+                    conn.executemany(_RAW_INSERT, rows[i : i + BATCH])
+                    conn.executemany(_RAW_FTS, fts[i : i + BATCH])
+                    conn.execute("COMMIT")
+
+            # Alternate which side goes first, so neither always gets the warmer cache or the quieter moment.
+            for side, fn in ((ours, import_round), (raw, raw_round)) if n % 2 == 0 else ((raw, raw_round), (ours, import_round)):
+                side.run(fn)
+    for path in (ours_path, raw_path):
+        _fresh(path)
     return {
         "memories": size,
-        "remember_many_s": round(seconds, 2),
-        "remember_many_per_s": round(ours),
-        "raw_executemany_s": round(raw_seconds, 2),
-        "raw_executemany_per_s": round(raw),
-        "ratio": round(ours / raw, 3),
-        "seconds_per_million": round(seconds * 1_000_000 / size, 1),
+        "rounds": len(rounds),
+        "remember_many_s": round(ours.wall, 2),
+        "remember_many_cpu_s": round(ours.cpu + ours.worker_cpu, 2),
+        "remember_many_worker_cpu_s": round(ours.worker_cpu, 2),
+        "remember_many_per_s": round(size / ours.wall),
+        "remember_many_us_per_record": round(ours.wall * 1e6 / size, 1),
+        "raw_executemany_s": round(raw.wall, 2),
+        "raw_executemany_cpu_s": round(raw.cpu, 2),
+        "raw_executemany_per_s": round(size / raw.wall),
+        "raw_us_per_record": round(raw.wall * 1e6 / size, 1),
+        "ratio": round(raw.wall / ours.wall, 3),
+        "seconds_per_million": round(ours.wall * 1_000_000 / size, 1),
     }
+
+
+def one_import(size: int, seed: int, path: Path) -> dict[str, Any]:
+    """One ``remember_many`` of ``size`` generated memories into a fresh store at ``path`` (redaction, similarity
+    index and FTS included); wall and CPU seconds (this process and the worker), and the load average around it."""
+    recs = generated_records(Generator(seed), size)
+    _fresh(path)
+    load_before = os.getloadavg()
+    side = _Side()
+    with MemoryStore.open(path, actor="bench") as store:
+        side.run(lambda: store.remember_many(recs, batch_size=BATCH, now=EPOCH))
+        count = store.conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    return {
+        "memories": count,
+        "wall_s": round(side.wall, 1),
+        "cpu_s": round(side.cpu, 1),
+        "worker_cpu_s": round(side.worker_cpu, 1),
+        "us_per_record": round(side.wall * 1e6 / size, 1),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memlens.bench.import_bench``: one timed import (default), or the interleaved ratio (``--ratio``)."""
+    parser = argparse.ArgumentParser(prog="python -m memlens.bench.import_bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=1_000_000, help="how many generated memories (default 1000000)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ratio", action="store_true", help="the interleaved comparison with the raw baseline instead")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/memlens-import-bench"))
+    args = parser.parse_args(argv)
+    size = args.size
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    result = run(size, args.seed, args.workdir) if args.ratio else one_import(size, args.seed, args.workdir / f"one-{size}.db")
+    width = max(len(k) for k in result)
+    for key, value in result.items():
+        print(f"{key.ljust(width)}  {value}")
+    if not args.ratio:
+        _fresh(args.workdir / f"one-{size}.db")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,13 +8,15 @@ transaction of the context and leaves one audit entry per logical change.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from memlens import db, decay, supersede
 from memlens.errors import InvalidInput, NotFound
+from memlens.io import bulk
 from memlens.models import RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
 from memlens.redact import redact
 from memlens.storage.context import StoreContext, content_hash, to_json
@@ -297,23 +299,21 @@ class MemoryRepository:
         A bad record stops the call with InvalidInput naming its position; earlier batches stay committed.
         """
         done = 0
-        batch: list[dict[str, Any]] = []
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
             raise InvalidInput(f"records must be an iterable of mappings, not {type(records).__name__}")
-        for position, record in enumerate(records):
-            batch.append(self._prepare_record(record, position, now))
-            if len(batch) >= batch_size:
-                done += self._store_batch(batch, supersede, now)
-                batch = []
-                if progress:
-                    progress(done)
-        if batch:
+        # Records are prepared (checked, redacted, tokenised) a batch ahead, in a worker process for a big load.
+        prepare = functools.partial(prepare_batch, now=now, cfg=self.ctx.settings.decay, with_record=supersede)
+        parallel = not supersede and bulk.worth_a_worker(records)
+        for batch in bulk.prepared_in_order(bulk.chunks(records, batch_size), prepare, parallel=parallel):
             done += self._store_batch(batch, supersede, now)
             if progress:
                 progress(done)
         return done
 
-    def _prepare_record(self, record: Mapping[str, Any], position: int, now: datetime) -> dict[str, Any]:
+    @staticmethod
+    def prepare_record(record: Mapping[str, Any], position: int, now: datetime) -> dict[str, Any]:
+        """A ``remember_many`` record checked and redacted, as :meth:`insert_memory`'s keyword arguments;
+        InvalidInput names the record's ``position``."""
         try:
             if not isinstance(record, Mapping):
                 raise InvalidInput("a record must be a mapping")
@@ -344,68 +344,38 @@ class MemoryRepository:
         except InvalidInput as exc:
             raise InvalidInput(f"record {position}: {exc}") from None
 
-    def _store_batch(self, batch: list[dict[str, Any]], detect: bool, now: datetime) -> int:
+    def _store_batch(self, batch: list[PreparedRecord], detect: bool, now: datetime) -> int:
         with self.ctx.write() as conn:
             if detect:
-                ids = [self.insert_memory(conn, detect=True, audit=False, **rec) for rec in batch]
+                ids = [self.insert_memory(conn, detect=True, audit=False, **p.record) for p in batch if p.record is not None]
             else:
                 ids = self._bulk_insert(conn, batch)
             self.ctx.audit(conn, "remember_many", ids if len(ids) <= 1000 else [], {"count": len(ids), "first_id": ids[0], "last_id": ids[-1]}, now)
         return len(batch)
 
-    def _bulk_insert(self, conn: db.Connection, batch: list[dict[str, Any]]) -> list[int]:
-        cfg = self.ctx.settings.decay
-        for rec in batch:
-            if rec["session_id"] is not None:
-                ensure_session(conn, rec["session_id"], rec["project"], ts_from_dt(rec["now"]))
+    def _bulk_insert(self, conn: db.Connection, batch: list[PreparedRecord]) -> list[int]:
+        for p in batch:
+            if p.row[_SESSION_AT] is not None:
+                ensure_session(conn, p.row[_SESSION_AT], p.row[_PROJECT_AT], p.row[_CREATED_AT])
         start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM memories").fetchone()[0]
         seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
         first_id = max(start, seq[0] if seq else 0) + 1
-        rows = []
-        tag_rows: list[tuple[str, int]] = []
-        index_rows = []
-        for offset, rec in enumerate(batch):
-            memory_id = first_id + offset
-            ts = ts_from_dt(rec["now"])
-            tokens = similarity_tokens(rec["content"])
-            ttl = rec["ttl_days"]
-            rows.append(
-                (
-                    memory_id,
-                    rec["layer"],
-                    rec["type_"],
-                    rec["title"],
-                    rec["content"],
-                    rec["project"],
-                    rec["session_id"],
-                    to_json(list(rec["tags"])),
-                    rec["importance"],
-                    rec["origin"],
-                    rec["source_ref"],
-                    ts,
-                    ts,
-                    ts,
-                    memory_id,
-                    ts + ttl * 86400.0 if ttl is not None else None,
-                    int(rec["pinned"]),
-                    to_json(rec["metadata"]),
-                    len(tokens),
-                    decay.sweep_fade_at(rec["layer"], rec["type_"], rec["importance"], ts, 0, rec["pinned"], cfg),
-                    content_hash(rec["content"]),
-                )
-            )
-            tag_rows.extend((t, memory_id) for t in rec["tags"])
-            index_rows.append((memory_id, tokens))
-        conn.executemany(
+        ids = range(first_id, first_id + len(batch))
+        # The chain of a new memory is the memory itself: its id goes in twice (see _row_values).
+        rows = [(memory_id, *p.row[:_CHAIN_AT], memory_id, *p.row[_CHAIN_AT:]) for memory_id, p in zip(ids, batch, strict=True)]
+        tag_rows = [(t, memory_id) for memory_id, p in zip(ids, batch, strict=True) for t in p.tags]
+        bulk.insert_new(
+            conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, "
             "source_ref, created_at, updated_at, last_accessed_at, chain_id, forget_after, pinned, metadata, "
             "token_count, fade_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
+            [(memory_id, *p.fts) for memory_id, p in zip(ids, batch, strict=True)],
         )
         if tag_rows:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
-        supersede.index_latest_many(conn, index_rows)
-        return [r[0] for r in rows]
+        supersede.index_latest_many(conn, [(memory_id, frozenset(p.tokens.split())) for memory_id, p in zip(ids, batch, strict=True)])
+        return list(ids)
 
     # relations --------------------------------------------------------------------------------------------------
 
@@ -745,3 +715,56 @@ class MemoryRepository:
             )
             last = rows[-1][0]
 
+
+class PreparedRecord(NamedTuple):
+    """A ``remember_many`` record ready to write: the values of its row but the id and chain id (see
+    :meth:`MemoryRepository._bulk_insert`), its tags, its similarity tokens joined by spaces (a string crosses from
+    a worker process several times faster than a set), its full-text row, and (for ``supersede=True``, which
+    writes one record at a time) :meth:`MemoryRepository.insert_memory`'s arguments."""
+
+    row: tuple[Any, ...]
+    tags: tuple[str, ...]
+    tokens: str
+    fts: bulk.FtsText
+    record: dict[str, Any] | None
+
+
+# Positions in a PreparedRecord row: where the chain id goes (after ``last_accessed_at``), and what a session needs.
+_PROJECT_AT, _SESSION_AT, _CREATED_AT, _CHAIN_AT = 4, 5, 10, 13
+
+
+def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, cfg: decay.DecayConfig, with_record: bool = False) -> list[PreparedRecord]:
+    """The records of ``chunk`` (the position of its first record, and the records) checked, redacted and turned
+    into rows; InvalidInput names the first bad record's position. Needs nothing of the store, so a worker
+    process can run it (:func:`memlens.io.bulk.prepared_in_order`)."""
+    start, records = chunk
+    return [_prepared(MemoryRepository.prepare_record(record, start + offset, now), cfg, with_record) for offset, record in enumerate(records)]
+
+
+def _prepared(rec: dict[str, Any], cfg: decay.DecayConfig, with_record: bool) -> PreparedRecord:
+    ts = ts_from_dt(rec["now"])
+    tokens = similarity_tokens(rec["content"])
+    ttl = rec["ttl_days"]
+    tags = bulk.json_text(list(rec["tags"]))
+    row = (
+        rec["layer"],
+        rec["type_"],
+        rec["title"],
+        rec["content"],
+        rec["project"],
+        rec["session_id"],
+        tags,
+        rec["importance"],
+        rec["origin"],
+        rec["source_ref"],
+        ts,
+        ts,
+        ts,
+        ts + ttl * 86400.0 if ttl is not None else None,
+        int(rec["pinned"]),
+        bulk.json_text(rec["metadata"]),
+        len(tokens),
+        decay.sweep_fade_at(rec["layer"], rec["type_"], rec["importance"], ts, 0, rec["pinned"], cfg),
+        content_hash(rec["content"]),
+    )
+    return PreparedRecord(row, rec["tags"], " ".join(tokens), bulk.fts_text(rec["title"], rec["content"], tags), rec if with_record else None)

@@ -15,6 +15,7 @@ from typing import Any
 
 from memlens import db, decay, supersede
 from memlens.errors import InvalidInput
+from memlens.io import bulk
 from memlens.io.records import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, RelationRecord, SessionRecord
 from memlens.models import RELATION_KINDS, Memory, ts_from_dt, utc_from_ts
 from memlens.redact import redact
@@ -350,11 +351,11 @@ class _ImportRun:
             tokens = similarity_tokens(rec.content)
             new_rows.append(
                 (
-                    memory_id, rec.layer, rec.type, rec.title, rec.content, rec.project, rec.session_id, to_json(list(rec.tags)),
+                    memory_id, rec.layer, rec.type, rec.title, rec.content, rec.project, rec.session_id, bulk.json_text(list(rec.tags)),
                     rec.importance, rec.origin, rec.source_ref, created, ts_from_dt(rec.updated_at or rec.created_at), accessed,
                     rec.access_count, rec.version, parent_id, chain_id, to_json(supersedes_ids), rec.supersede_similarity,
                     int(rec.is_latest), ts_from_dt(rec.forget_after) if rec.forget_after else None, int(rec.pinned),
-                    to_json(rec.metadata), len(tokens),
+                    bulk.json_text(rec.metadata), len(tokens),
                     decay.sweep_fade_at(rec.layer, rec.type, rec.importance, accessed, rec.access_count, rec.pinned, cfg),
                     content_hash(rec.content),
                 )
@@ -596,12 +597,15 @@ def _flush(
 ) -> None:
     """Insert the pending new memories with their tags, access times and supersede-index entries."""
     if rows:
-        conn.executemany(
+        # Rows and their FTS rows by executemany, without the per-row FTS trigger (see memlens.io.bulk).
+        bulk.insert_new(
+            conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "
             "created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, supersedes, supersede_similarity, "
             "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
+            [(r[0], *bulk.fts_text(r[3], r[4], r[7])) for r in rows],
         )
     if tag_rows:
         conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)

@@ -1,0 +1,195 @@
+"""Writing many new memories at once: the rows prepared ahead (in a worker process for big loads), the full-text
+rows written by ``executemany`` instead of by the per-row trigger.
+
+Both bulk paths use it: :meth:`memlens.storage.memories.MemoryRepository.remember_many` and
+:meth:`memlens.storage.transfer.TransferRepository.import_records`. What they write is exactly what the one-row
+path writes (the equivalence tests in ``tests/test_import_fast.py`` compare the two); only the cost differs:
+
+- ``memories_fts_insert`` makes FTS5 flush its pending terms after every row (each trigger runs in a statement
+  savepoint), about 50 µs a row; the same rows given to FTS5 by one ``executemany`` cost a third of that. So inside
+  the caller's write transaction the trigger is dropped, the rows and their FTS rows inserted, and the trigger
+  created again from its own stored SQL (:func:`insert_new`). Schema changes are transactional in SQLite: a
+  rollback or a crash at any point leaves the trigger exactly as it was, and no other connection ever sees the
+  store without it.
+- Preparing a record (redaction, checks, similarity tokens, the text FTS5 indexes) is pure Python and needs
+  nothing of the store, so for a big load it runs in a worker process one batch ahead of the writer
+  (:func:`prepared_in_order`): the second core prepares while the first writes.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, Any, NamedTuple, TypeVar
+
+from memlens import db
+from memlens.storage.context import to_json
+from memlens.text import index_text
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: The trigger that indexes a new row in ``memory_fts`` (see :mod:`memlens.schema`).
+FTS_INSERT_TRIGGER = "memories_fts_insert"
+_FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?, ?, ?, ?)"
+#: Loads smaller than this are prepared in this process: starting a worker costs a few tenths of a second.
+PARALLEL_MIN_RECORDS = 20_000
+#: Batches handed to the worker ahead of the writer (two keep it busy while one is written).
+_AHEAD = 2
+
+EMPTY_LIST_JSON = to_json([])
+EMPTY_OBJECT_JSON = to_json({})
+
+
+def json_text(value: Any) -> str:
+    """``to_json(value)``, with the empty list and object (most records' tags and metadata) as constants."""
+    if not value:
+        if value == []:
+            return EMPTY_LIST_JSON
+        if value == {}:
+            return EMPTY_OBJECT_JSON
+    return to_json(value)
+
+
+class FtsText(NamedTuple):
+    """What FTS5 indexes for one memory: ``ml_index_text`` of its title, content and tags (as the trigger computes it)."""
+
+    title: str
+    content: str
+    tags: str
+
+
+def fts_text(title: str, content: str, tags_json: str) -> FtsText:
+    """The FTS row of a memory with this title, content and tags JSON, as ``memories_fts_insert`` would index it."""
+    return FtsText(index_text(title), index_text(content), index_text(tags_json))
+
+
+def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, ...]], fts_rows: Sequence[tuple[int, str, str, str]]) -> None:
+    """Insert new memories (``insert_sql`` over ``rows``) and their full-text rows ``(id, title, content, tags)`` as
+    :func:`fts_text` gives them, inside the caller's write transaction, without the per-row FTS trigger.
+
+    The trigger is dropped and created again from its stored SQL within the transaction (see the module docstring),
+    so whatever happens the store never keeps a state without it."""
+    if not conn.in_transaction:
+        raise RuntimeError("insert_new must run inside a write transaction")
+    if not rows:
+        return
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (FTS_INSERT_TRIGGER,)).fetchone()
+    if row is not None:
+        conn.execute(f"DROP TRIGGER {FTS_INSERT_TRIGGER}")
+    conn.executemany(insert_sql, rows)
+    conn.executemany(_FTS_INSERT, fts_rows)
+    if row is not None:
+        conn.execute(row[0])
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[tuple[int, list[T]]]:
+    """``items`` in lists of ``size`` (the last may be shorter), each with the position of its first item."""
+    batch: list[T] = []
+    start = 0
+    for position, item in enumerate(items):
+        if not batch:
+            start = position
+        batch.append(item)
+        if len(batch) >= size:
+            yield start, batch
+            batch = []
+    if batch:
+        yield start, batch
+
+
+def worth_a_worker(items: Iterable[Any]) -> bool:
+    """Whether preparing ``items`` in a worker process pays: a known, large count and a second core."""
+    return isinstance(items, Sequence) and len(items) >= PARALLEL_MIN_RECORDS and (os.cpu_count() or 1) > 1
+
+
+def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel: bool) -> Iterator[R]:
+    """``prepare(w)`` for each item of ``work``, in order.
+
+    With ``parallel``, a worker process (``python -m memlens.io.bulk``) computes them a couple of items ahead of
+    the consumer; ``prepare`` must then be a module-level function or a ``functools.partial`` of one, and items and
+    results picklable. An exception raised by ``prepare`` comes out where its item would have, after every earlier
+    result; closing the iterator early stops the worker. The worker is a fresh interpreter rather than a fork (a
+    process running Qt threads cannot fork safely) and is started directly rather than through multiprocessing,
+    which would re-run the caller's main script in it."""
+    if not parallel:
+        for item in work:
+            yield prepare(item)
+        return
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen([sys.executable, "-m", "memlens.io.bulk"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    to_send: queue.SimpleQueue[tuple[Callable[[T], R], T] | None] = queue.SimpleQueue()
+    feeder = threading.Thread(target=_feed, args=(to_send, proc.stdin), name="memlens-bulk-feeder", daemon=True)
+    feeder.start()
+    try:
+        items = iter(work)
+        outstanding = 0
+        for item in items:
+            to_send.put((prepare, item))
+            outstanding += 1
+            if outstanding >= _AHEAD:
+                break
+        while outstanding:
+            try:
+                ok, result = pickle.load(proc.stdout)
+            except EOFError:
+                raise RuntimeError(f"the bulk-import worker process stopped (exit code {proc.wait()})") from None
+            outstanding -= 1
+            if not ok:
+                raise result
+            for item in items:
+                to_send.put((prepare, item))
+                outstanding += 1
+                break
+            yield result
+    finally:
+        to_send.put(None)
+        feeder.join()
+        if proc.poll() is None:
+            proc.kill()  # our own child, told to stop by its closed input; killed only if still busy
+        proc.wait()
+        proc.stdout.close()
+
+
+def _feed(to_send: queue.SimpleQueue[Any], pipe: IO[bytes]) -> None:
+    """Write the queued work to the worker until told to stop (a thread, so a full pipe never stalls the reader)."""
+    try:
+        while (message := to_send.get()) is not None:
+            pickle.dump(message, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+            pipe.flush()
+    except (BrokenPipeError, OSError):
+        pass  # the worker is gone; the reader reports it
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _serve(source: IO[bytes], sink: IO[bytes]) -> None:
+    """The worker's loop: each ``(prepare, item)`` read answered by ``(True, result)`` or ``(False, exception)``."""
+    while True:
+        try:
+            prepare, item = pickle.load(source)
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, Any] = (True, prepare(item))
+        except Exception as exc:  # sent back to be raised in the importing process
+            answer = (False, exc)
+        try:
+            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # an exception that does not pickle still says what went wrong
+            data = pickle.dumps((False, RuntimeError(f"{type(answer[1]).__name__}: {answer[1]} ({exc})")))
+        sink.write(data)
+        sink.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.stdin.buffer, sys.stdout.buffer)
