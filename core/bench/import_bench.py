@@ -69,7 +69,7 @@ class _Side:
     def __init__(self) -> None:
         self.wall = self.cpu = self.worker_cpu = 0.0
 
-    def run(self, fn: Callable[[], None]) -> None:
+    def run(self, fn: Callable[[], object]) -> None:
         cpu0, kids0 = _cpu()
         wall0 = time.perf_counter()
         fn()
