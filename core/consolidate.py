@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -393,6 +393,11 @@ def _extract(
         facts = stated_facts(sessions)
         workflows = command_workflows(sessions, min_sessions=MIN_WORKFLOW_SESSIONS, min_length=MIN_WORKFLOW_STEPS)[:MAX_WORKFLOWS]
         lessons = failure_lessons(sessions, min_sessions=MIN_LESSON_SESSIONS)
+        # Each finding also cites the episodes of the sessions it was read from: observations are working memory
+        # and the sweep forgets them, while the episode that summarises them stays.
+        facts = [replace(f, source_ids=_with_episodes(f.source_ids, sessions, episodes)) for f in facts]
+        workflows = [replace(w, source_ids=_with_episodes(w.source_ids, sessions, episodes)) for w in workflows]
+        lessons = [replace(x, source_ids=_with_episodes(x.source_ids, sessions, episodes)) for x in lessons]
     out = [
         _Knowledge(
             "fact",
@@ -439,6 +444,13 @@ def _extract(
         for lesson in lessons
     ]
     return out
+
+
+def _with_episodes(source_ids: Sequence[int], sessions: Sequence[Sequence[Memory]], episodes: Sequence[Memory]) -> tuple[int, ...]:
+    """``source_ids`` (observations) followed by the episodes of their sessions, in order."""
+    session_of = {m.id: m.session_id for observations in sessions for m in observations}
+    cited = {session_of.get(i) for i in source_ids}
+    return (*source_ids, *(e.id for e in episodes if e.session_id is not None and e.session_id in cited))
 
 
 # --- writing ---------------------------------------------------------------------------------------------------
@@ -546,6 +558,18 @@ def _write_knowledge(store: MemoryStore, conn: Connection, item: _Knowledge, sou
     title, _ = redact(item.title)
     content, _ = redact(item.content)
     tokens = similarity_tokens(content)
+    same = _same_finding(conn, item)
+    if same is not None:
+        # The same routine or failure found again (its counts and example may read differently): one memory.
+        backed = {r[0] for r in conn.execute("SELECT dst_id FROM relations WHERE src_id = ? AND kind = 'derives'", (same,))}
+        if set(sources) <= backed:
+            report.unchanged += 1
+        else:
+            _reinforce(store, conn, same, now)
+            for source in sources:
+                store.memories.link(conn, same, source, "derives", ts)
+            report.reinforced.append(same)
+        return
     match = supersede.find_best(conn, tokens, layer=item.layer, project=item.project, probe_threshold=settings.supersede_threshold, now=ts)
     if match is not None:
         backed = {r[0] for r in conn.execute("SELECT dst_id FROM relations WHERE src_id = ? AND kind = 'derives'", (match.memory_id,))}
@@ -566,6 +590,24 @@ def _write_knowledge(store: MemoryStore, conn: Connection, item: _Knowledge, sou
     parent = conn.execute("SELECT parent_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
     if parent is not None:
         report.superseded.append(parent)
+
+
+#: The metadata that names what a deterministic workflow or lesson is about, whatever its text says.
+_FINDING_KEYS = {"workflow": ("steps",), "lesson": ("step", "error")}
+
+
+def _same_finding(conn: Connection, item: _Knowledge) -> int | None:
+    """The latest memory of the project recording the same workflow (steps) or failure (step and error), if any."""
+    keys = _FINDING_KEYS.get(item.kind)
+    if keys is None or any(k not in item.metadata for k in keys):
+        return None
+    where = " AND ".join(f"json_extract(metadata, '$.{k}') = json_extract(?, '$.{k}')" for k in keys)
+    row = conn.execute(
+        f"SELECT id FROM memories WHERE is_latest = 1 AND layer = ? AND type = ? AND project IS ? AND origin = 'consolidation' AND {where} "
+        "ORDER BY id DESC LIMIT 1",
+        (item.layer, item.type, item.project, *[json.dumps({k: item.metadata[k]}) for k in keys]),
+    ).fetchone()
+    return int(row[0]) if row else None
 
 
 def _reinforce(store: MemoryStore, conn: Connection, memory_id: int, now: datetime) -> None:

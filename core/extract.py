@@ -373,8 +373,9 @@ _STATED_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"\bi (?:really |strongly )?(?:prefer|would rather|don't like|do not like|dislike|can't stand)\b|\bi'd rather\b"
             r"|^(?:please )?(?:always|never|don't ever) (?:use|run|add|write|commit|push|put|call|format|keep|reply|answer|include)\b"
-            r"|\bmy (?:favou?rite|preferred)\b"
-            r"|\bi (?:really )?(?:like|love|enjoy) (?!it\b|that\b|this\b|you\b|them\b|the idea\b|to hear\b|how\b|your\b)\w",
+            r"|\bmy (?:favou?rite|preferred) [\w -]{1,40}? (?:is|are)\b|\b(?:is|are) my (?:favou?rite|preferred)\b"
+            # A liking of something general ("I love painting"), not of the thing just shown ("I love the colours").
+            r"|\bi (?:really )?(?:like|love|enjoy) (?!it\b|that\b|this\b|you\b|them\b|(?:all )?the\b|to hear\b|how\b|your\b)\w",
             re.IGNORECASE,
         ),
     ),
@@ -395,6 +396,8 @@ _CHITCHAT = re.compile(
     r"so happy|sounds (?:great|good|fun)|take care|see you|good luck|proud|wonderful|fantastic|lovely|cool)\b",
     re.IGNORECASE,
 )
+#: A sentence about "it", "that" or "this" depends on what came before it: quoting it alone would mislead.
+_CONTEXT_SUBJECT = re.compile(r"^[\"'(]*(?:it|it's|that|that's|this|these|those|here's|there's)\b|\blike (?:this|that)\b", re.IGNORECASE)
 _SPEAKER = re.compile(r"^([A-Z][\w .'-]{0,40}):\s+(?=\S)")
 _MIN_STATED_TOKENS = 3
 _STATEMENT_SIMILARITY = 0.6
@@ -467,7 +470,9 @@ def _statements(view: ObservationView) -> list[tuple[str, str]]:
     out = []
     for raw in _SENTENCE_SPLIT.split(" ".join(body.split())):
         sentence = raw.strip()
-        if not sentence or sentence.endswith("?") or _CHITCHAT.search(sentence) or len(sentence) > _MAX_SENTENCE_CHARS:
+        if not sentence or sentence.endswith("?") or _CHITCHAT.search(sentence) or _CONTEXT_SUBJECT.search(sentence):
+            continue
+        if len(sentence) > _MAX_SENTENCE_CHARS:
             continue
         if len(tokenize(sentence)) < _MIN_STATED_TOKENS:
             continue
@@ -508,7 +513,7 @@ def command_workflows(
                     break
         if len(passed) < min_sessions:
             continue
-        examples = {step.name: _command_line(by_id[step.ids[-1]]) for s in steps for step in s}
+        examples = _recurring_command_lines(steps, by_id)
         lines = [f"Steps seen in {len(passed) + failed} sessions; the commands passed in {len(passed)}:"]
         for number, name in enumerate(draft.steps, start=1):
             example = examples.get(name) if _is_command(name) else None
@@ -596,6 +601,18 @@ def failure_lessons(sessions: Sequence[Sequence[Memory]], *, min_sessions: int =
 def _is_command(step: str) -> bool:
     tool, _, verb = step.partition(": ")
     return bool(verb) and tool.lower() in SHELL_TOOLS
+
+
+def _recurring_command_lines(steps: list[list[_Step]], by_id: dict[int, ObservationView]) -> dict[str, str]:
+    """Per command step, the command line run in the most sessions when it recurs in two or more (a one-off line,
+    such as a commit with its message, is no example of the routine and would make each run's text differ)."""
+    sessions_of: dict[str, Counter[str]] = {}
+    for session_steps in steps:
+        # A quoted argument is a message or a name (git commit -m '...'): the routine is the command, not that.
+        seen = {(step.name, line) for step in session_steps for i in step.ids if (line := _command_line(by_id[i])) and not re.search(r"['\"]", line)}
+        for name, line in seen:
+            sessions_of.setdefault(name, Counter())[line] += 1
+    return {name: line for name, counts in sessions_of.items() for line, n in counts.most_common(1) if n >= 2}
 
 
 def _command_line(view: ObservationView) -> str | None:

@@ -81,16 +81,17 @@ def test_deterministic_consolidation_end_to_end(store: MemoryStore, t0):
     assert bcrypt, [f.content for f in facts]
     observations = {i for ids in sessions.values() for i in ids}
     for fact in facts:
-        # A deterministic fact cites the observations that state it (issue 13.4), one per session here.
+        # A deterministic fact cites the observations that state it (issue 13.4), one per session here, and the
+        # episodes of those sessions (which outlive the observations).
         sources = store.sources_of(fact.id)
-        assert len(sources) >= 2 and set(sources) <= observations
+        assert len(set(sources) & observations) >= 2 and set(sources) <= observations | set(report.episodes)
         assert fact.metadata["support"] >= 2
 
     [workflow] = derived(store, "procedural")
     assert workflow.type == "workflow"
     assert workflow.metadata["steps"] == ["Read", "Edit", "Bash: pytest", "Bash: git commit"]
     assert workflow.metadata["trigger"] and workflow.metadata["support"] == 6
-    assert set(store.sources_of(workflow.id)) <= {i for ids in sessions.values() for i in ids}
+    assert set(store.sources_of(workflow.id)) <= observations | set(report.episodes)
     assert sorted(report.created) == sorted([f.id for f in facts] + [workflow.id])
     assert report.facts == len(facts) and report.workflows == 1 and report.lessons == 0
 

@@ -63,7 +63,7 @@ def pipeline_session(store: MemoryStore, sid: str, when: datetime, *, fails: boo
 
 def test_failed_test_output_becomes_a_lesson_not_a_fact(store: MemoryStore, t0):
     observations = {i for s in range(5) for i in pipeline_session(store, f"p{s}", t0 + s * DAY, fails=s < 3)}
-    store.consolidate(now=t0 + 10 * DAY)
+    episodes = set(store.consolidate(now=t0 + 10 * DAY).episodes)
     found = derived(store)
     assert not any("FAILED" in m.content for m in found if m.layer == "semantic"), [m.content for m in found]
     [lesson] = [m for m in found if m.type == "lesson"]
@@ -72,10 +72,14 @@ def test_failed_test_output_becomes_a_lesson_not_a_fact(store: MemoryStore, t0):
     [workflow] = [m for m in found if m.type == "workflow"]
     assert workflow.metadata["steps"][-2:] == ["Bash: pytest", "Bash: git commit"] and "passed in 5" in workflow.content
     assert workflow.importance <= 0.8
-    for memory in found:  # every finding cites the observations it was read from
+    for memory in found:  # every finding cites the observations it was read from, and their sessions' episodes
         sources = store.sources_of(memory.id)
-        assert sources and set(sources) <= observations
+        assert set(sources) & observations and set(sources) - observations <= episodes
         assert all(r.kind == "derives" for r in store.relations(memory.id) if r.src_id == memory.id and r.dst_id in sources)
+    # The sweep forgets observations; the finding still cites the episodes that summarise them.
+    for memory_id in set(store.sources_of(lesson.id)) & observations:
+        store.forget(memory_id, now=t0 + 11 * DAY)
+    assert store.sources_of(lesson.id) and set(store.sources_of(lesson.id)) <= episodes
 
 
 def test_a_failure_never_fixed_becomes_a_bug(store: MemoryStore, t0):
@@ -83,7 +87,9 @@ def test_a_failure_never_fixed_becomes_a_bug(store: MemoryStore, t0):
         pipeline_session(store, f"p{s}", t0 + s * DAY, fails=s in (1, 3), fixed=False)
     store.consolidate(now=t0 + 10 * DAY)
     [bug] = [m for m in derived(store) if m.type == "bug"]
-    assert bug.layer == "semantic" and "not seen passing" in bug.content and len(store.sources_of(bug.id)) == 2
+    failing = [m.id for m in store.list_memories(layers=["working"], limit=100) if "exit_code" in str(m.metadata) and "FAILED" in m.content]
+    assert bug.layer == "semantic" and "not seen passing" in bug.content
+    assert [i for i in store.sources_of(bug.id) if store.get(i).layer == "working"] == sorted(failing)
 
 
 def test_requests_and_chit_chat_are_not_facts_but_statements_are(store: MemoryStore, t0):
@@ -94,21 +100,22 @@ def test_requests_and_chit_chat_are_not_facts_but_statements_are(store: MemorySt
         ["Haha, nice one.", "Add a loading state to the checkout button"],
         ["Validate the postcode field", "I prefer short answers without emojis."],
     ]
-    statements: dict[str, int] = {}
+    statements: dict[str, list[int]] = {}
     for s, texts in enumerate(prompts):
         for n, text in enumerate(texts):
             memory = store.observe(f"c{s}", "prompt", text, None, event="prompt", project="chat", now=t0 + s * DAY + n * MINUTE)
-            statements.setdefault(text, memory.id)
+            statements.setdefault(text, []).append(memory.id)
         store.end_session(f"c{s}", now=t0 + s * DAY + 5 * MINUTE)
     store.consolidate(now=t0 + 10 * DAY)
     found = {m.content: m for m in derived(store)}
     assert set(found) == {"I prefer short answers without emojis.", "Let's use PostgreSQL instead of MySQL for the orders service."}
     preference = found["I prefer short answers without emojis."]
-    assert preference.type == "preference" and preference.metadata["support"] == 2 and len(store.sources_of(preference.id)) == 2
+    assert preference.type == "preference" and preference.metadata["support"] == 2
+    assert [i for i in store.sources_of(preference.id) if store.get(i).layer == "working"] == statements[preference.content]
     assert found["Let's use PostgreSQL instead of MySQL for the orders service."].type == "decision"
-    assert store.sources_of(found["Let's use PostgreSQL instead of MySQL for the orders service."].id) == [
-        statements["Let's use PostgreSQL instead of MySQL for the orders service."]
-    ]
+    decision = found["Let's use PostgreSQL instead of MySQL for the orders service."]
+    [episode] = [i for i in store.sources_of(decision.id) if store.get(i).layer == "episodic"]
+    assert store.sources_of(decision.id) == [*statements[decision.content], episode] and store.get(episode).session_id == "c1"
 
 
 def test_the_labelled_fixture_is_varied_and_scored_above_the_aim():
