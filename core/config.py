@@ -49,8 +49,10 @@ class SearchTuning:
     #: Share of its session's summed relevance (normalised to the best session) each candidate gets: a session
     #: where several memories match is about the query.
     session_share: float = 0.3
-    #: Part of its score a hit loses when it carries none of the query's context tags.
-    context_penalty: float = 0.5
+    #: What a hit keeps of its score when it carries none of the query's context tags (the design's x0.1: a
+    #: memory from another context must be far more relevant to outrank one from this context). 1 turns it off.
+    context_factor: float = 0.1
+
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings."""
@@ -63,6 +65,7 @@ class SearchTuning:
         if not isinstance(data, Mapping):
             raise ValueError(f"search settings must be a mapping, not {type(data).__name__}")
         kwargs: dict[str, Any] = {}
+        data = _with_context_factor(data)
         for f in fields(cls):
             if f.name not in data:
                 continue
@@ -75,7 +78,7 @@ class SearchTuning:
                 continue
             if not math.isfinite(number) or number < 0:
                 raise ValueError(f"search.{f.name} must be a non-negative number, not {value!r}")
-            if f.name.endswith(("_share", "_penalty")) and number > 1:
+            if f.name.endswith(("_share", "_factor")) and number > 1:
                 # A neighbour's share above 1 would let it outrank the hit that brought it in.
                 raise ValueError(f"search.{f.name} must be between 0 and 1, not {value!r}")
             kwargs[f.name] = number
@@ -172,6 +175,22 @@ class StoreSettings:
         out["search"] = self.search.to_dict()
         out["consolidation"] = self.consolidation.to_dict()
         return out
+
+    def with_changes(self, changes: Mapping[str, Any]) -> StoreSettings:
+        """These settings with ``changes`` applied as :meth:`memlens.store.MemoryStore.configure` takes them: a
+        section (``decay``, ``search``, ...) and ``decay.rates`` change key by key, the rest are kept. Validated
+        (ValueError naming what is wrong); nothing is written: previews use this to plan on proposed settings."""
+        merged = self.to_dict()
+        for key, value in changes.items():
+            if isinstance(merged.get(key), dict) and isinstance(value, Mapping):
+                section = {**merged[key], **value}
+                if key == "decay" and isinstance(value.get("rates"), Mapping):
+                    section["rates"] = {**merged["decay"]["rates"], **value["rates"]}
+                merged[key] = section
+            else:
+                merged[key] = value
+        return StoreSettings.from_dict(merged)
+
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StoreSettings:

@@ -31,6 +31,7 @@ from memlens.storage.validation import LAYERS, check_id, json_safe
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from memlens.calibrate import CalibrationReport, SweepEffect
     from memlens.consolidate import ConsolidationReport
     from memlens.consolidation_schedule import ScheduledRun
     from memlens.embeddings import EmbeddingClient
@@ -182,8 +183,9 @@ class MemoryStore:
             self.ctx.settings = self.ctx.load_settings()
         return self.ctx.settings
 
-    def configure(self, changes: Mapping[str, Any], *, now: datetime | None = None) -> StoreSettings:
-        """Change settings (validated; audited). Changing decay rates recomputes when each memory fades."""
+    def configure(self, changes: Mapping[str, Any], *, now: datetime | None = None, reason: str | None = None) -> StoreSettings:
+        """Change settings (validated; audited, with ``reason`` when given: a calibration proposal, a tidiness
+        position). Changing decay rates recomputes when each memory fades."""
         now = resolve_now(now)
         merged = self.ctx.settings.to_dict()
         for key, value in changes.items():
@@ -207,7 +209,7 @@ class MemoryStore:
             )
             self.ctx.settings = new
             self.memories.recompute_fade(conn)
-            self.ctx.audit(conn, "configure", [], {"changes": json_safe(dict(changes))}, now)
+            self.ctx.audit(conn, "configure", [], {"changes": json_safe(dict(changes)), **({"reason": reason} if reason else {})}, now)
         return new
 
     def audit_event(self, operation: str, target_ids: Iterable[int], details: Mapping[str, Any], *, now: datetime | None = None) -> int:
@@ -333,6 +335,12 @@ class MemoryStore:
     def sources_of(self, memory_id: int) -> list[int]:
         """Ids of the memories this one was derived from (consolidation, archives)."""
         return self.memories.sources_of(memory_id)
+
+    def carried_relations(self, older_id: int, newer_id: int) -> list[Relation]:
+        """The relations that followed ``newer_id`` when it superseded ``older_id``: links into the old version
+        (summaries' sources, contradictions, related) and its undirected links, copied to the new version in the
+        supersede's own transaction; the old version keeps its own for history."""
+        return self.memories.carried_relations(older_id, newer_id)
 
     def access_times(self, memory_id: int) -> list[datetime]:
         """When the memory was recalled, oldest first."""
@@ -678,6 +686,42 @@ class MemoryStore:
         from memlens.sweep import run as run_sweep
 
         return run_sweep(self, now=resolve_now(now), dry_run=dry_run, progress=progress, cancel=cancel)
+
+    def calibration(self, *, now: datetime | None = None) -> CalibrationReport:
+        """What happened to memories up to ``now`` (recalled, never used, forgotten by a rule or by hand) by kind and
+        by initial importance, and the settings changes that follows, each with its effect on the sweep now and in
+        30 days (see :mod:`memlens.calibrate`). Writes nothing."""
+        from memlens import calibrate
+
+        return calibrate.report(self, now=resolve_now(now))
+
+    def apply_proposal(self, key: str, *, now: datetime | None = None) -> StoreSettings:
+        """Apply the calibration proposal called ``key`` as the report at ``now`` makes it (audited)."""
+        from memlens import calibrate
+
+        now = resolve_now(now)
+        return calibrate.apply(self, calibrate.report(self, now=now, days=()).proposal(key), now=now)
+
+    def preview_settings(self, changes: Mapping[str, Any], *, now: datetime | None = None, days: Sequence[int] = (0, 30)) -> tuple[SweepEffect, ...]:
+        """What the sweep would forget ``days`` after ``now`` with ``changes`` (as :meth:`configure` takes them),
+        beside what it forgets with the settings as they are. Writes nothing."""
+        from memlens import calibrate
+
+        return calibrate.sweep_effect(self, changes, now=resolve_now(now), days=days)
+
+    def tidiness(self) -> int | None:
+        """The aggressiveness knob's position, 1 (keep almost everything) to 5 (tidy), or None when the settings it
+        covers were tuned away from every position (see :mod:`memlens.tidiness`)."""
+        from memlens import tidiness
+
+        return tidiness.position_of(self.settings)
+
+    def set_tidiness(self, position: int, *, now: datetime | None = None) -> StoreSettings:
+        """Move the aggressiveness knob to ``position`` (1..5): its thresholds, capacity and decay rates replace the
+        current ones (audited)."""
+        from memlens import tidiness
+
+        return tidiness.apply(self, position, now=resolve_now(now))
 
     def explain(self, memory_id: int, *, now: datetime | None = None) -> str:
         """Why a memory is where it is, in a sentence or two (strength and what the next sweep does with it,

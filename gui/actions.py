@@ -56,6 +56,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("act_consolidate", "actionConsolidate", "&Consolidate…", "consolidate", "consolidate", "Ctrl+Shift+C", "Summarise sessions into episodes and episodes into knowledge", "writable"),
     ActionSpec("act_sweep", "actionSweepNow", "Run &Sweep Now", "sweep", "sweep_now", "Ctrl+Shift+S", "Run the auto-forget sweep now", "writable"),
     ActionSpec("act_sweep_preview", "actionSweepPreview", "&Preview Next Sweep…", "preview", "preview_sweep", None, "What the next sweep would forget (changes nothing)", "store"),
+    ActionSpec("act_calibrate", "actionCalibrate", "Ca&librate && Tidiness…", "chart", "calibrate_dialog", None, "What happened to memories, proposed settings and the tidiness knob, with previews", "writable"),
     ActionSpec("act_pause", "actionPauseSweeps", "Pause &Automatic Sweeps", "pause", "toggle_pause", None, "Pause or resume the automatic sweep timer", "store", checkable=True),
     ActionSpec("act_travel", "actionTimeTravel", "&Time Travel…", "time", "time_travel_dialog", "Ctrl+T", "Preview the store at a later date (read-only)", "store"),
     ActionSpec("act_back_to_now", "actionBackToNow", "&Back to Now", "back", "back_to_now", None, "Leave the time-travel preview", "travelling"),
@@ -69,7 +70,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("act_new_store", "act_open", "recent", None, "act_import", "act_export", "act_demo", None, "act_settings", None, "act_quit")),
     ("&Edit", ("act_new_memory", "act_edit", "act_pin", "act_forget", None, "act_find")),
     ("&View", ("views", None, "act_refresh", "act_travel", "act_back_to_now", "themes")),
-    ("&Lifecycle", ("act_consolidate", "act_sweep", "act_sweep_preview", "act_pause")),
+    ("&Lifecycle", ("act_consolidate", "act_sweep", "act_sweep_preview", "act_pause", None, "act_calibrate")),
     ("&Help", ("act_about",)),
 )
 
@@ -105,6 +106,7 @@ class ActionAttributes:
     act_sweep: QtGui.QAction
     act_sweep_preview: QtGui.QAction
     act_pause: QtGui.QAction
+    act_calibrate: QtGui.QAction
     act_travel: QtGui.QAction
     act_back_to_now: QtGui.QAction
     act_demo: QtGui.QAction

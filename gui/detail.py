@@ -44,6 +44,8 @@ class DetailData:
     now: datetime
     query_text: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: For each version after the first (by id): the relations that followed it from the version it superseded.
+    carried: dict[int, list[Relation]] = field(default_factory=dict)
 
 
 def curve_window(memory: Memory, fades: datetime | None, now: datetime) -> tuple[datetime, datetime]:
@@ -85,9 +87,10 @@ def load_detail(store: MemoryStore, memory_id: int, now: datetime, query_text: s
             session = store.session(memory.session_id)
         except LookupError:
             session = None
+    history = store.history(memory_id)
     return DetailData(
         memory=memory,
-        history=store.history(memory_id),
+        history=history,
         relations=relations,
         linked=linked,
         sources=sources,
@@ -100,6 +103,7 @@ def load_detail(store: MemoryStore, memory_id: int, now: datetime, query_text: s
         session=session,
         now=now,
         query_text=query_text,
+        carried={newer.id: store.carried_relations(older.id, newer.id) for older, newer in itertools.pairwise(history)},
     )
 
 
@@ -211,8 +215,23 @@ def memory_html(data: DetailData) -> str:
     return "".join(parts)
 
 
-def versions_html(history: list[Memory], selected_id: int) -> str:
-    """Every neighbouring pair of versions as a word diff, with the similarity that caused each supersede."""
+def _carried_html(newer: Memory, moved: list[Relation]) -> str:
+    """One line naming the links that followed ``newer`` from the version it superseded (empty when none did)."""
+    if not moved:
+        return ""
+    names = {"derives": ("derived from", "source of"), "extends": ("extends", "extended by")}
+    parts = []
+    for r in moved:
+        outgoing = r.src_id == newer.id
+        other = r.dst_id if outgoing else r.src_id
+        label = names.get(r.kind, (r.kind, r.kind))[0 if outgoing else 1]
+        parts.append(f"{html.escape(label)} <a href='memory:{other}'>#{other}</a>")
+    return f"<p><i>Links that moved to v{newer.version}:</i> " + ", ".join(parts) + "</p>"
+
+
+def versions_html(history: list[Memory], selected_id: int, carried: dict[int, list[Relation]] | None = None) -> str:
+    """Every neighbouring pair of versions as a word diff, with the similarity that caused each supersede and the
+    links that followed the new version (``carried``, by the newer version's id)."""
     if len(history) < 2:
         return "<p>This memory has a single version: nothing has superseded it.</p>"
     parts = []
@@ -223,7 +242,8 @@ def versions_html(history: list[Memory], selected_id: int) -> str:
             f"<div{mark}><p><b>v{older.version} → v{newer.version}</b> "
             f"(<a href='memory:{older.id}'>#{older.id}</a> → <a href='memory:{newer.id}'>#{newer.id}</a>, "
             f"{fmt.when(newer.created_at)}; {sim})</p>"
-            f"<p style='line-height:140%'>{diff_html(older.content, newer.content)}</p></div><hr>"
+            f"<p style='line-height:140%'>{diff_html(older.content, newer.content)}</p>"
+            f"{_carried_html(newer, (carried or {}).get(newer.id, []))}</div><hr>"
         )
     return "".join(parts)
 
@@ -394,4 +414,4 @@ class DetailPane(QtWidgets.QWidget):
                 item.setSelected(True)
                 self.version_list.setCurrentItem(item)
         self.version_list.blockSignals(False)
-        self.diff_browser.setHtml(versions_html(data.history, data.memory.id))
+        self.diff_browser.setHtml(versions_html(data.history, data.memory.id, data.carried))

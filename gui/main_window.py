@@ -21,6 +21,7 @@ from memlens.gui import format as fmt
 from memlens.gui import theme
 from memlens.gui.actions import EDIT_TIP, TABLE_MENU, ActionAttributes, WindowActions
 from memlens.gui.audit_view import AuditView
+from memlens.gui.calibrate_dialog import open_calibration
 from memlens.gui.columns import COLUMN_INDEX
 from memlens.gui.detail import DetailPane
 from memlens.gui.detail_controller import DetailController
@@ -661,6 +662,11 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
     def consolidate(self) -> None:
         """Run consolidation in the background with a progress dialog that can cancel it."""
         start_consolidation(self, self.llm_config, self.consolidate_finished.emit)
+
+    def calibrate_dialog(self) -> None:
+        """Lifecycle > Calibrate & Tidiness: memories' fates, proposals and the tidiness knob, with previews."""
+        if self.path is not None:
+            open_calibration(self, self.now(), self.use_store_settings)
 
     def time_travel_dialog(self) -> None:
         """Pick a date to preview the store at."""

@@ -218,7 +218,7 @@ def test_search_tuning_round_trips_and_old_settings_load() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"rrf_k": 0}, {"candidate_pool": 2.5}, {"session_share": 1.5}, {"context_penalty": -0.1}, {"tags_weight": float("nan")},
+    [{"rrf_k": 0}, {"candidate_pool": 2.5}, {"session_share": 1.5}, {"context_penalty": -0.1}, {"context_factor": 1.5}, {"tags_weight": float("nan")},
      {"title_weight": 0, "content_weight": 0, "tags_weight": 0}],
 )  # fmt: skip
 def test_bad_search_tuning_is_refused(store: MemoryStore, bad: dict[str, float]) -> None:
@@ -231,17 +231,17 @@ def test_search_tuning_from_the_store_changes_ranking(store: MemoryStore, t0: da
     plain = store.remember("cache invalidation notes and more cache", now=t0)
     hits = store.search("cache", context_tags=["backend"], now=t0)
     assert hits[0].memory.id == tagged.id and hits[1].context_penalty > 0
-    store.configure({"search": {"context_penalty": 0.0}}, now=t0)
+    store.configure({"search": {"context_factor": 1.0}}, now=t0)
     hits = store.search("cache", context_tags=["backend"], now=t0)
     assert all(h.context_penalty == 0.0 for h in hits) and {h.memory.id for h in hits} == {tagged.id, plain.id}
     reopened = MemoryStore.open(store.path)
     try:
-        assert reopened.settings.search.context_penalty == 0.0
+        assert reopened.settings.search.context_factor == 1.0
     finally:
         reopened.close()
 
 
 def test_tuning_one_search_constant_keeps_the_others(store: MemoryStore, t0: datetime) -> None:
     store.configure({"search": {"rrf_k": 30}}, now=t0)
-    store.configure({"search": {"context_penalty": 0.2}}, now=t0)  # once reset rrf_k to its default
-    assert store.settings.search == replace(SearchTuning(), rrf_k=30, context_penalty=0.2)
+    store.configure({"search": {"context_factor": 0.8}}, now=t0)  # once reset rrf_k to its default
+    assert store.settings.search == replace(SearchTuning(), rrf_k=30, context_factor=0.8)

@@ -88,7 +88,7 @@ def test_context_tags_demote_memories_without_them(store: MemoryStore, t0):
     demoted = hits[1]
     assert demoted.context_penalty > 0 and hits[0].context_penalty == 0
     undemoted = 0.7 * demoted.relevance + 0.3 * demoted.retention
-    assert demoted.context_penalty == pytest.approx(0.5 * undemoted)
+    assert demoted.context_penalty == pytest.approx(0.9 * undemoted)  # the design's x0.1 (was x0.5 before issue 13)
     assert demoted.score == pytest.approx(undemoted - demoted.context_penalty)
     assert "demoted" in demoted.explain() and "demoted" not in hits[0].explain()
 
@@ -99,7 +99,7 @@ def test_every_hit_explains_its_score(store: MemoryStore, t0):
     text = hit.explain()
     assert text == (
         f"bm25 {hit.bm25:.3f} -> relevance {hit.relevance:.3f}; retention score {hit.retention:.3f}; final {hit.score:.3f}"
-        f" (demoted by {hit.context_penalty:.2f}: none of the query's context tags)"
+        f" (context factor x0.10, demoted by {hit.context_penalty:.2f}: none of the query's context tags)"
     )
     data = hit.to_dict()
     assert data["explanation"] == text and data["score"] == round(hit.score, 6) and data["retention"] == round(hit.retention, 6)

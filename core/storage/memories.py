@@ -235,6 +235,7 @@ class MemoryRepository:
         if superseding:
             assert match is not None
             self.link(conn, memory_id, match.memory_id, "supersedes", ts, match.similarity)
+            self.carry_relations(conn, match.memory_id, memory_id, now)
         elif match is not None:
             self.link(conn, memory_id, match.memory_id, "related", ts, match.similarity)
         if audit:
@@ -396,6 +397,57 @@ class MemoryRepository:
             self.get_in(conn, dst_id)
             self.link(conn, src_id, dst_id, kind, ts_from_dt(now), score)
             self.ctx.audit(conn, "relate", [src_id, dst_id], {"kind": kind}, now)
+
+    def carry_relations(self, conn: db.Connection, old_id: int, new_id: int, now: datetime) -> list[Relation]:
+        """Inside the caller's write transaction, when ``new_id`` has just superseded ``old_id``: give the new
+        version the old one's relations and return the ones added.
+
+        Every link *into* the old version follows (``X derives/extends/related/contradicts old`` becomes the same
+        link into the new one as well: a summary's source, a contradiction, a "see also" point at what is current
+        now); links *out of* it follow only for the kinds without a direction (``related``, ``contradicts``), since
+        a new text is not derived from the old one's sources just because it replaces it. The chain's own
+        ``supersedes`` links stay where they are. The old version keeps all its links, so its history still shows
+        them. Whatever moved is audited in one entry (operation ``relate``, ``"carried_from"``) in the same
+        transaction.
+        """
+        ts = ts_from_dt(now)
+        chain_id = conn.execute("SELECT chain_id FROM memories WHERE id = ?", (old_id,)).fetchone()[0]
+        rows = conn.execute(
+            "SELECT r.src_id AS other, 'in' AS side, r.kind AS kind, r.score AS score FROM relations r JOIN memories m ON m.id = r.src_id "
+            "WHERE r.dst_id = ? AND r.kind IN ('derives', 'extends', 'related', 'contradicts') AND m.chain_id != ? "
+            "UNION ALL "
+            "SELECT r.dst_id, 'out', r.kind, r.score FROM relations r JOIN memories m ON m.id = r.dst_id "
+            "WHERE r.src_id = ? AND r.kind IN ('related', 'contradicts') AND m.chain_id != ?",
+            (old_id, chain_id, old_id, chain_id),
+        ).fetchall()
+        added: list[Relation] = []
+        for other, side, kind, score in rows:
+            src, dst = (other, new_id) if side == "in" else (new_id, other)
+            # OR IGNORE: a link the new version already has (say, the same "related" match) keeps its own score.
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO relations(src_id, dst_id, kind, created_at, score) VALUES (?, ?, ?, ?, ?)", (src, dst, kind, ts, score)
+            )
+            if cur.rowcount:
+                added.append(Relation(src, dst, kind, now, score))
+        if added:
+            others = sorted({r.src_id if r.dst_id == new_id else r.dst_id for r in added})
+            moved = [[r.src_id, r.dst_id, r.kind] for r in added]
+            self.ctx.audit(conn, "relate", [new_id, old_id, *others], {"carried_from": old_id, "carried_to": new_id, "relations": moved}, now)
+        return added
+
+    def carried_relations(self, older_id: int, newer_id: int) -> list[Relation]:
+        """The relations of ``newer_id`` that mirror one of ``older_id`` (same kind, same other memory, same
+        direction): what followed the newer version when it superseded the older one. The chain's ``supersedes``
+        links are not among them."""
+        with self.ctx.read() as conn:
+            rows = conn.execute(
+                f"SELECT {RELATION_COLUMNS} FROM relations n WHERE n.kind != 'supersedes' AND ("
+                "(n.dst_id = ? AND n.src_id != ? AND EXISTS (SELECT 1 FROM relations o WHERE o.dst_id = ? AND o.src_id = n.src_id AND o.kind = n.kind)) "
+                "OR (n.src_id = ? AND n.dst_id != ? AND EXISTS (SELECT 1 FROM relations o WHERE o.src_id = ? AND o.dst_id = n.dst_id AND o.kind = n.kind)))"
+                " ORDER BY n.kind, n.src_id, n.dst_id",
+                (newer_id, older_id, older_id, newer_id, older_id, older_id),
+            ).fetchall()
+        return [relation_from_row(r) for r in rows]
 
     def observe(
         self,

@@ -67,7 +67,8 @@ class Hit:
             place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
             text += f" (relevance from reciprocal rank fusion of bm25 and embeddings; {place})"
         if self.context_penalty:
-            text += f" (demoted by {self.context_penalty:.2f}: none of the query's context tags)"
+            kept = self.score / (self.score + self.context_penalty)
+            text += f" (context factor x{kept:.2f}, demoted by {self.context_penalty:.2f}: none of the query's context tags)"
         return text
 
     def to_dict(self) -> dict[str, Any]:

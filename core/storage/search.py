@@ -471,8 +471,8 @@ def blend_retention(
     better bm25 and then the newer id.
 
     ``score = (1 - bias) * relevance + bias * retention`` where retention is the memory's composite score at ``now``
-    (:func:`memlens.decay.composite_score_at`); a memory carrying none of the ``context`` tags then loses
-    ``context_penalty`` of its score.
+    (:func:`memlens.decay.composite_score_at`); a memory carrying none of the ``context`` tags then keeps only
+    ``context_factor`` of its score (the fourth value is what it lost).
     """
     ranked: list[tuple[float, float, int, Candidate, float, float]] = []
     kth_best = -math.inf
@@ -493,7 +493,7 @@ def blend_retention(
         score = (1.0 - bias) * relevance + bias * retention
         penalty = 0.0
         if context and not context.intersection(json.loads(row["tags"])):
-            penalty = tuning.context_penalty * score
+            penalty = (1.0 - tuning.context_factor) * score
             score -= penalty
         ranked.append((score, candidate.bm25, row["id"], candidate, retention, penalty))
         heapq.heappush(best_scores, score)
