@@ -51,9 +51,12 @@ class CapacityRule:
         absorbed = {link.newer_id: older_id for older_id, link in so_far.duplicates.items()}
         for d, chain, project in self._victims(view, settings, now.timestamp(), decided):
             out.decisions.append(d)
-            if d.memory_id in absorbed:
-                # This sweep makes it the next version of its near-duplicate's chain: the chain goes with it.
-                chain = sorted({*chain, *view.chain(absorbed[d.memory_id])})
+            older_id = absorbed.get(d.memory_id)
+            while older_id is not None:
+                # This sweep makes it the next version of its near-duplicate's chain (which may itself absorb an
+                # older near-duplicate in this sweep): the whole chain goes with it.
+                chain = sorted({*chain, *view.chain(older_id)})
+                older_id = absorbed.get(older_id)
             out.chain_ids[d.memory_id] = chain
             if d.action == "archive":
                 out.archive_groups.setdefault(project, []).append(d.memory_id)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from memlens.config import StoreSettings
 from memlens.models import Memory
@@ -31,20 +32,9 @@ class LowValueRule(RowRule):
         days = (now_ts - row.created_at) / 86400.0
         if row.layer != "working" or now_ts - row.created_at < settings.low_value_days * 86400.0 or row.importance > settings.low_value_importance:
             return None
-        return SweepDecision(
-            row.id,
-            self.name,
-            "forget",
-            {
-                "age_days": round(days, 4),
-                "importance": row.importance,
-                "max_age_days": settings.low_value_days,
-                "max_importance": settings.low_value_importance,
-            },
-            f"an observation {days:.0f} days old (over {settings.low_value_days:g}) with importance "
-            f"{row.importance:.2f} (at most {settings.low_value_importance:g}): low value, so the sweep forgets it",
-            row.title,
-        )
+        # The numbers and the sentence are worked out when read (see SweepDecision).
+        facts = (days, row.importance, settings.low_value_days, settings.low_value_importance)
+        return SweepDecision(row.id, self.name, "forget", partial(_numbers, *facts), partial(_reason, *facts), row.title)
 
     def sentence(self, decision: SweepDecision, memory: Memory, settings: StoreSettings, now: datetime) -> str:
         """The age and the importance against their limits."""
@@ -53,6 +43,17 @@ class LowValueRule(RowRule):
             f"An observation {age:.0f} days old with importance {memory.importance:.2f} (at most "
             f"{settings.low_value_importance:g}): low value, so the next sweep forgets it."
         )
+
+
+def _numbers(days: float, importance: float, max_days: float, max_importance: float) -> dict[str, float]:
+    return {"age_days": round(days, 4), "importance": importance, "max_age_days": max_days, "max_importance": max_importance}
+
+
+def _reason(days: float, importance: float, max_days: float, max_importance: float) -> str:
+    return (
+        f"an observation {days:.0f} days old (over {max_days:g}) with importance "
+        f"{importance:.2f} (at most {max_importance:g}): low value, so the sweep forgets it"
+    )
 
 
 LOW_VALUE = LowValueRule()

@@ -6,6 +6,7 @@ Semantic and procedural knowledge never leaves this way (only by TTL, capacity o
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from memlens import decay
 from memlens.config import StoreSettings
@@ -41,23 +42,9 @@ class WeakRule(RowRule):
             return None
         hours = (now_ts - row.last_accessed_at) / 3600.0
         rate = decay.effective_rate(row.type, row.access_count, cfg)
-        shown, limit = comparable(value, cfg.forget_threshold)
-        return SweepDecision(
-            row.id,
-            self.name,
-            "forget",
-            {
-                "strength": round(value, 6),
-                "threshold": cfg.forget_threshold,
-                "hours_unused": round(hours, 4),
-                "rate_per_hour": round(rate, 8),
-                "access_count": float(row.access_count),
-                "importance": row.importance,
-            },
-            f"strength {shown} after {duration(hours, hour_decimals=1)} unused ({article(row.type)}: {decay.half_life_text(rate)}); "
-            f"below {limit}, so the sweep forgets it",
-            row.title,
-        )
+        # The numbers and the sentence are worked out when read (see SweepDecision).
+        facts = (value, cfg.forget_threshold, hours, rate, row.access_count, row.importance, row.type)
+        return SweepDecision(row.id, self.name, "forget", partial(_numbers, *facts), partial(_reason, *facts), row.title)
 
     def sentence(self, decision: SweepDecision, memory: Memory, settings: StoreSettings, now: datetime) -> str:
         """The strength, how long unused, and the threshold."""
@@ -65,6 +52,25 @@ class WeakRule(RowRule):
         hours = (now.timestamp() - memory.last_accessed_at.timestamp()) / 3600.0
         shown, limit = comparable(value, settings.decay.forget_threshold)
         return f"Strength {shown} after {duration(hours)} unused; below {limit}, so the next sweep forgets it."
+
+
+def _numbers(strength: float, threshold: float, hours_unused: float, rate: float, access_count: int, importance: float, type_: str) -> dict[str, float]:
+    return {
+        "strength": round(strength, 6),
+        "threshold": threshold,
+        "hours_unused": round(hours_unused, 4),
+        "rate_per_hour": round(rate, 8),
+        "access_count": float(access_count),
+        "importance": importance,
+    }
+
+
+def _reason(strength: float, threshold: float, hours_unused: float, rate: float, access_count: int, importance: float, type_: str) -> str:
+    shown, limit = comparable(strength, threshold)
+    return (
+        f"strength {shown} after {duration(hours_unused, hour_decimals=1)} unused ({article(type_)}: {decay.half_life_text(rate)}); "
+        f"below {limit}, so the sweep forgets it"
+    )
 
 
 WEAK = WeakRule()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -42,6 +42,11 @@ MAX_INDEXED_TARGETS = 1000
 #: that a checkpoint could not yet overwrite because another connection was reading). Any memlens process that
 #: opens or closes the store finishes the erasure and clears it (see :meth:`StoreContext.finish_erasure`).
 ERASURE_PENDING_KEY = "erasure_pending"
+#: The page cache of a store's connection (KiB; SQLite's default is 2 MiB). Pages are cached as they are read, so a
+#: small store never uses it all. At a million memories the sweep reads the rows of the 1% that are due, about
+#: 10,000 pages scattered over the file: 2 MiB rereads them all from the OS at every sweep (and a cache smaller
+#: than that set rereads them just as much), 64 MiB keeps them.
+PAGE_CACHE_KIB = 64 * 1024
 
 
 def resolve_now(now: datetime | None) -> datetime:
@@ -86,37 +91,52 @@ def append_audit(
     the store has none yet). A sealed store whose key is missing here (another machine, a deleted key file) still
     gets its entry, unsealed: the verifier reports it, since it cannot tell it from a forged one.
     """
-    targets = sorted(set(target_ids))
+    return append_audits(conn, [(operation, target_ids, details)], now, actor)[0]
+
+
+#: One audit entry to append: its operation, the memories it names and its details.
+AuditEntry = tuple[str, Iterable[int], Mapping[str, Any]]
+
+
+def append_audits(conn: db.Connection, entries: Sequence[AuditEntry], now: datetime, actor: str) -> list[int]:
+    """Append several entries inside the caller's write transaction, exactly as :func:`append_audit` would one after
+    another (the same chain, seals and targets; one wall-clock time for all), reading the log's head, the store's
+    id and its key once instead of once an entry: a sweep writes an entry per decision. Returns their ids."""
     prev = conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
     prev_hash = prev[1] if prev else GENESIS_HASH
     sealable = has_seal_table(conn)
     prev_seal = seal_of(conn, prev[0]) if prev and sealable else None
     wall = datetime.now(timezone.utc)
     at = ts_from_dt(wall)
-    if abs(resolve_now(now) - wall) > CLOCK_TOLERANCE:
-        details = {**details, "as_of": now.astimezone(timezone.utc).isoformat()}
-    details_text = to_json(details)
-    targets_text = to_json(targets)
-    digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
+    as_of = now.astimezone(timezone.utc).isoformat() if abs(resolve_now(now) - wall) > CLOCK_TOLERANCE else None
     sid = audit_seal.store_id(conn) if sealable else None
     sealed_from = _meta(conn, "audit_sealed_from")
     key = audit_seal.load_key(sid) if sid else None
     if sid and key is None and sealed_from is None:
         key = audit_seal.create_key(sid)
-    entry_seal = audit_seal.seal(key, prev_seal or prev_hash, digest) if key else None
-    cur = conn.execute(
-        "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (at, operation, actor, targets_text, details_text, prev_hash, digest),
-    )
-    audit_id = int(cur.lastrowid)
-    if entry_seal:
-        # OR REPLACE: after `doctor --repair` recreated a lost log, ids start again at 1 beside the old seals.
-        conn.execute("INSERT OR REPLACE INTO audit_seals(audit_id, seal) VALUES (?, ?)", (audit_id, entry_seal))
-    if entry_seal and (sealed_from is None or prev is None):  # the first sealed entry, or a log restarted by repair
-        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('audit_sealed_from', ?)", (str(audit_id),))
-    if len(targets) <= MAX_INDEXED_TARGETS:
-        conn.executemany("INSERT INTO audit_targets(memory_id, audit_id) VALUES (?, ?)", [(t, audit_id) for t in targets])
-    return audit_id
+    ids: list[int] = []
+    for operation, target_ids, details in entries:
+        targets = sorted(set(target_ids))
+        details_text = to_json({**details, "as_of": as_of} if as_of is not None else details)
+        targets_text = to_json(targets)
+        digest = audit_hash(prev_hash, at, operation, actor, targets_text, details_text)
+        entry_seal = audit_seal.seal(key, prev_seal or prev_hash, digest) if key else None
+        cur = conn.execute(
+            "INSERT INTO audit(at, operation, actor, target_ids, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (at, operation, actor, targets_text, details_text, prev_hash, digest),
+        )
+        audit_id = int(cur.lastrowid)
+        if entry_seal:
+            # OR REPLACE: after `doctor --repair` recreated a lost log, ids start again at 1 beside the old seals.
+            conn.execute("INSERT OR REPLACE INTO audit_seals(audit_id, seal) VALUES (?, ?)", (audit_id, entry_seal))
+        if entry_seal and (sealed_from is None or prev is None):  # the first sealed entry, or a log restarted by repair
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('audit_sealed_from', ?)", (str(audit_id),))
+            sealed_from = str(audit_id)
+        if len(targets) <= MAX_INDEXED_TARGETS:
+            conn.executemany("INSERT INTO audit_targets(memory_id, audit_id) VALUES (?, ?)", [(t, audit_id) for t in targets])
+        prev, prev_hash, prev_seal = (audit_id, digest), digest, entry_seal
+        ids.append(audit_id)
+    return ids
 
 
 def has_seal_table(conn: db.Connection) -> bool:
@@ -160,6 +180,7 @@ class StoreContext:
 
     def __init__(self, conn: db.Connection, path: Path, *, readonly: bool = False, actor: str = "api") -> None:
         self._conn: db.Connection | None = conn
+        conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
         self.path = path
         self.readonly = readonly
         self.actor = actor
@@ -311,3 +332,10 @@ class StoreContext:
         defaults to the store's. The log's new head is checkpointed once the transaction commits."""
         self._audited = True
         return append_audit(conn, operation, target_ids, details, now, actor or self.actor)
+
+    def audit_many(self, conn: db.Connection, entries: Sequence[AuditEntry], now: datetime, actor: str | None = None) -> list[int]:
+        """Append several audit entries inside the caller's write transaction (see :func:`append_audits`)."""
+        if not entries:
+            return []
+        self._audited = True
+        return append_audits(conn, entries, now, actor or self.actor)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from memlens import db, supersede
 from memlens.errors import InvalidInput
 from memlens.models import ts_from_dt
-from memlens.storage.context import ERASURE_PENDING_KEY, StoreContext, content_hash
+from memlens.storage.context import ERASURE_PENDING_KEY, AuditEntry, StoreContext, content_hash
 from memlens.storage.memories import MemoryRepository
 from memlens.storage.results import ForgetResult
 from memlens.storage.sessions import SessionRepository
@@ -201,84 +201,84 @@ class ForgettingRepository:
         about text they quote; a sweep forgetting faded observations is what consolidation exists for, so it passes
         False). ``purge=False`` leaves the index purge to the caller, who batches many forgets (the sweep).
         """
+        group = ForgetGroup(ids, reason, extra or {})
         with self.ctx.write() as conn:
-            doomed = _read_doomed(conn, list(dict.fromkeys(ids)))
-            _leave_tombstones(conn, doomed, now)
-            for d in doomed:
-                if d.is_latest:
-                    supersede.unindex_latest(conn, d.id, similarity_tokens(d.content))
-            # (summary, source) pairs whose source is erased here, read before the links go with the rows.
-            derived: set[tuple[int, int]] = set()
-            for chunk in _chunks(ids):
-                derived.update(self.memories.derived_from(conn, chunk))
-            erased = [d.id for d in doomed]
-            _delete(conn, erased)
-            restored = list(_restore_latest(conn, {d.chain_id for d in doomed}).values())
-            if drop_session is not None:
-                conn.execute("DELETE FROM sessions WHERE id = ?", (drop_session,))
-                conn.execute(
-                    "INSERT OR REPLACE INTO forgotten_sessions(session_id, forgotten_at) VALUES (?, ?)", (drop_session, ts_from_dt(now))
-                )
-            if (erased or drop_session) and purge:
-                # Cleared once the old page images are overwritten (here, or by the next process to get the chance).
-                # A caller that purges later (the sweep, once per run) has the mark set by purge_deleted_terms.
-                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
-            if erased or drop_session:
-                details: dict[str, Any] = {"reason": reason, "content_sha256": {str(d.id): d.content_hash for d in doomed}, "count": len(erased)}
-                if restored:
-                    details["restored_latest"] = restored
-                details.update(extra or {})
-                self.ctx.audit(conn, operation, erased if len(erased) <= 1000 else [], details, now, actor)
-            if flag_derived:
-                self.memories.flag_for_review(conn, derived, erased, now)
+            (result,) = self._erase(conn, [group], now=now, operation=operation, actor=actor, flag_derived=flag_derived, drop_session=drop_session)
         pending = None
-        if (erased or drop_session) and purge:
+        if (result.erased or drop_session) and purge:
             pending = self.purge_deleted_terms()
-        return ForgetResult(tuple(erased), tuple(restored), reason, pending)
+        return ForgetResult(result.erased, result.restored_latest, reason, pending)
 
     def forget_each(self, groups: Sequence[ForgetGroup], *, now: datetime, operation: str, actor: str | None = None) -> list[ForgetResult]:
         """Erase several groups of memories in one transaction, each group with an audit entry of its own (its
         reason and details), as :meth:`forget_ids` would one group after another with ``flag_derived=False`` and
-        ``purge=False`` (the caller checkpoints the WAL afterwards: the sweep, once after its last batch).
-
-        Why a batch: one DELETE for all the rows, and from :data:`BULK_PURGE_ROWS` rows one merge of each
-        full-text index instead of FTS5's secure-delete row by row (2,000 sweep forgets at 200k: about 1.5 s
-        instead of 20 s and more)."""
-        results: list[ForgetResult] = []
+        ``purge=False`` (the caller checkpoints the WAL afterwards: the sweep, once after its last batch)."""
         with self.ctx.write() as conn:
-            rows = {d.id: d for d in _read_doomed(conn, list(dict.fromkeys(i for g in groups for i in g.ids)))}
-            _leave_tombstones(conn, rows.values(), now)
-            # Many rows: FTS5's secure-delete (a few milliseconds a row at 200k) costs more than deleting plainly and
-            # merging each index into one segment afterwards, which drops the deleted terms just as well (0.3 s at
-            # 200k). Both happen in this transaction, so no one ever sees the indexes holding erased text.
-            bulk = self.ctx.fts_secure and len(rows) >= BULK_PURGE_ROWS
-            if bulk:
-                for table in _INDEXES:
-                    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 0)")
-            for d in rows.values():
-                if d.is_latest:
-                    supersede.unindex_latest(conn, d.id, similarity_tokens(d.content))
-            _delete(conn, list(rows))
-            if bulk:
-                for table in _INDEXES:
-                    conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-                    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
-            restored = _restore_latest(conn, dict.fromkeys(d.chain_id for d in rows.values()))
-            if rows:
-                # Cleared once the old page images are overwritten (by the caller's purge, or the next process).
-                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
-            done: set[int] = set()
-            for group in groups:
-                ids = [i for i in dict.fromkeys(group.ids) if i in rows and i not in done]
-                done.update(ids)
-                back = [restored.pop(chain) for chain in dict.fromkeys(rows[i].chain_id for i in ids) if chain in restored]
-                if ids:
-                    details: dict[str, Any] = {"reason": group.reason, "content_sha256": {str(i): rows[i].content_hash for i in ids}, "count": len(ids)}
-                    if back:
-                        details["restored_latest"] = back
-                    details.update(group.details)
-                    self.ctx.audit(conn, operation, ids if len(ids) <= 1000 else [], details, now, actor)
-                results.append(ForgetResult(tuple(ids), tuple(back), group.reason))
+            return self._erase(conn, groups, now=now, operation=operation, actor=actor, flag_derived=False)
+
+    def _erase(
+        self,
+        conn: db.Connection,
+        groups: Sequence[ForgetGroup],
+        *,
+        now: datetime,
+        operation: str,
+        actor: str | None,
+        flag_derived: bool,
+        drop_session: str | None = None,
+    ) -> list[ForgetResult]:
+        """Erase every group's memories inside the caller's transaction, one audit entry a group (none for a group
+        that erased nothing, unless it drops a session), and report what each group erased and brought back.
+
+        Why all at once: one DELETE for all the rows, and from :data:`BULK_PURGE_ROWS` rows one merge of each
+        full-text index instead of FTS5's secure-delete row by row (2,000 forgets at 200k memories: about a second
+        instead of ten and more)."""
+        rows = {d.id: d for d in _read_doomed(conn, list(dict.fromkeys(i for g in groups for i in g.ids)))}
+        _leave_tombstones(conn, rows.values(), now)
+        # (summary, source) pairs whose source is erased here, read before the links go with the rows.
+        derived: set[tuple[int, int]] = set()
+        if flag_derived:
+            for chunk in _chunks(list(rows)):
+                derived.update(self.memories.derived_from(conn, chunk))
+        # Many rows: FTS5's secure-delete (a few milliseconds a row at 200k) costs more than deleting plainly and
+        # merging each index into one segment afterwards, which drops the deleted terms just as well (0.3 s at
+        # 200k). Both happen in this transaction, so no one ever sees the indexes holding erased text.
+        bulk = self.ctx.fts_secure and len(rows) >= BULK_PURGE_ROWS
+        if bulk:
+            for table in _INDEXES:
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 0)")
+        for d in rows.values():
+            if d.is_latest:
+                supersede.unindex_latest(conn, d.id, similarity_tokens(d.content))
+        _delete(conn, list(rows))
+        if bulk:
+            for table in _INDEXES:
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
+        restored = _restore_latest(conn, dict.fromkeys(d.chain_id for d in rows.values()))
+        if drop_session is not None:
+            conn.execute("DELETE FROM sessions WHERE id = ?", (drop_session,))
+            conn.execute("INSERT OR REPLACE INTO forgotten_sessions(session_id, forgotten_at) VALUES (?, ?)", (drop_session, ts_from_dt(now)))
+        if rows or drop_session:
+            # Cleared once the old page images are overwritten (by the purge that follows, or the next process).
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, now.isoformat()))
+        results: list[ForgetResult] = []
+        entries: list[AuditEntry] = []
+        done: set[int] = set()
+        for group in groups:
+            ids = [i for i in dict.fromkeys(group.ids) if i in rows and i not in done]
+            done.update(ids)
+            back = [restored.pop(chain) for chain in dict.fromkeys(rows[i].chain_id for i in ids) if chain in restored]
+            if ids or drop_session:
+                details: dict[str, Any] = {"reason": group.reason, "content_sha256": {str(i): rows[i].content_hash for i in ids}, "count": len(ids)}
+                if back:
+                    details["restored_latest"] = back
+                details.update(group.details)
+                entries.append((operation, ids if len(ids) <= 1000 else [], details))
+            results.append(ForgetResult(tuple(ids), tuple(back), group.reason))
+        self.ctx.audit_many(conn, entries, now, actor)
+        if flag_derived:
+            self.memories.flag_for_review(conn, derived, list(rows), now)
         return results
 
     def purge_deleted_terms(self, *, wait: float | None = None) -> str | None:
