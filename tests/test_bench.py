@@ -196,3 +196,15 @@ def test_whole_run_cpu_counts_the_child_processes_a_benchmark_waited_for():
     bench._measured(out, "child", subprocess.run, [sys.executable, "-c", "sum(range(30_000_000))"], check=True)
     assert out["child"].returncode == 0
     assert out["run"]["child"]["cpu_seconds"] > 0.1  # the child's loop (~1 s of CPU); this process barely ran
+
+
+def test_a_failing_benchmark_costs_its_own_figures_not_the_run(tmp_path, capsys, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("half-finished")
+
+    monkeypatch.setattr(bench.forget_bench, "run", broken)
+    assert bench.main(["--sizes", "200", "--only", "forget,storage", "--cache-dir", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 0
+    captured = capsys.readouterr()
+    assert "forget failed: RuntimeError: half-finished" in captured.out and "RuntimeError" in captured.err
+    by = json.loads((tmp_path / "r.json").read_text())["by_size"]["200"]
+    assert by["forget"] == {"error": "forget failed: RuntimeError: half-finished"} and by["storage"]["memories"] == 200

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,20 @@ def _measured(out: dict[str, Any], name: str, fn: Callable[..., Any], *args: Any
     as ``seconds`` and ``cpu_seconds``; the CPU of child processes it ran and waited for (the GUI's process, an
     import's worker) counts too."""
     children = _children_cpu()
-    result, sample = clock(lambda: fn(*args, **kwargs))
+    result, sample = clock(lambda: _reported(name, fn, *args, **kwargs))
     out[name] = result
     cpu = sample.cpu + _children_cpu() - children
     out.setdefault("run", {})[name] = {"seconds": round(sample.wall, 2), "cpu_seconds": round(cpu, 2)}
+
+
+def _reported(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; if it raises, ``{"error": ...}`` with the traceback on standard error, so one
+    benchmark's failure costs its own figures, not the whole run's (an hour's at a million)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        return {"error": f"{name} failed: {type(exc).__name__}: {exc}"}
 
 
 def gui(path: Path) -> dict[str, Any]:

@@ -94,6 +94,8 @@ HEADS: dict[str, list[str]] = {
 
 
 def _row(name: str, n: str, r: dict[str, Any]) -> list[str]:
+    if "error" in r:  # the benchmark failed or could not run: its reason, in the first column after the size
+        return [n, str(r["error"]), *[""] * (len(HEADS[name]) - 2)]
     if name == "import":
         return [n, number(get(r, "remember_many_per_s")), number(get(r, "raw_executemany_per_s")), number(get(r, "ratio"), "x"),
                 total(r, "remember_many_s"), total(r, "raw_executemany_s"), number(get(r, "seconds_per_million"), " s")]
@@ -116,8 +118,6 @@ def _row(name: str, n: str, r: dict[str, Any]) -> list[str]:
     if name == "storage":
         return [n, number(get(r, "file_mb")), number(get(r, "bytes_per_memory")), number(get(r, "text_bytes_per_memory")), number(get(r, "ratio_to_text"), "x")]
     # gui
-    if "error" in r:
-        return [n, str(r["error"]), "", ""]
     scroll = total(r, "scroll_to_end_s") if r.get("reached_end") else f"not in {number(get(r, 'timeout_s'))} s ({number(get(r, 'rows_loaded'))} rows)"
     return [n, total(r, "open_to_first_rows_s"), scroll, number(get(r, "peak_rss_mb"))]
 
