@@ -168,18 +168,18 @@ def test_a_real_sweep_records_the_reference_reasons(tmp_path: Path):
 
 
 def test_reasons_and_numbers_are_worked_out_only_when_read(store: MemoryStore, t0, monkeypatch: pytest.MonkeyPatch):
-    written: list[int] = []
-    monkeypatch.setattr(ttl, "_reason", lambda forget_after, now_ts: written.append(1) or f"ran out at {forget_after}")
-    monkeypatch.setattr(weak, "_numbers", lambda *facts: written.append(2) or {"strength": facts[0]})
-    for n in range(5):
-        store.remember(f"Deploy window number {n} is open", ttl_days=1, now=t0)
-    store.remember("brb, coffee", type="chitchat", importance=0.0, now=t0)
+    worked_out: list[int] = []
+    for cls in (ttl._Expired, weak._Faded):
+        real = cls.work_out
+        monkeypatch.setattr(cls, "work_out", lambda self, real=real: worked_out.append(self.memory_id) or real(self))
+    ids = [store.remember(f"Deploy window number {n} is open", ttl_days=1, now=t0).id for n in range(5)]
+    chat = store.remember("brb, coffee", type="chitchat", importance=0.0, now=t0)
     report = store.sweep(now=t0 + 3 * DAY, dry_run=True)
     assert [d.rule for d in report.decisions] == ["ttl"] * 5 + ["weak"]
-    assert written == []  # planned, nothing worded
-    assert report.decisions[0].reason.startswith("ran out at") and written == [1]
-    assert report.decisions[0].reason.startswith("ran out at") and written == [1]  # once
-    assert report.decisions[-1].numbers == {"strength": pytest.approx(report.decisions[-1].numbers["strength"])} and written == [1, 2]
+    assert worked_out == []  # planned, nothing worded
+    assert report.decisions[0].reason.startswith("its TTL ran out") and worked_out == [ids[0]]
+    assert report.decisions[0].reason.startswith("its TTL ran out") and worked_out == [ids[0]]  # once
+    assert report.decisions[-1].numbers["threshold"] == store.settings.decay.forget_threshold and worked_out == [ids[0], chat.id]
 
 
 def test_the_planner_reads_no_tags_unless_a_rule_asks(store: MemoryStore, t0):

@@ -23,18 +23,18 @@ class SweepDecision:
     and capacity...); ``reason`` says the same in a sentence; ``title`` is the memory's title, for display only (it
     is never written to the audit log).
 
-    A rule may hand ``numbers`` and ``reason`` over as functions of no arguments: each is called the first time it
-    is read (shown, or recorded by a real sweep), so a plan of ten thousand decisions works out only the ones someone
-    reads. The values are the same either way. Decisions are values: treat them as read-only.
+    A rule that makes many decisions at once may subclass it, pass ``numbers`` and ``reason`` as None, and say how to
+    work them out in :meth:`work_out`: that runs the first time either is read (shown, or recorded by a real sweep),
+    so a plan of ten thousand decisions words only the ones someone reads. The values are the same either way.
+    Decisions are values: treat them as read-only.
     """
 
-    # A plain class with slots, not a frozen dataclass: a frozen dataclass costs about 1 µs a decision to build,
-    # ten milliseconds for a plan at a million memories.
+    # A plain class with slots, not a frozen dataclass, and no closure per decision: a frozen dataclass costs about
+    # 1 µs a decision to build, and every object a decision holds adds to the garbage collector's work; at a million
+    # memories a plan holds ten thousand decisions.
     __slots__ = ("_numbers", "_reason", "action", "memory_id", "rule", "title")
 
-    def __init__(
-        self, memory_id: int, rule: str, action: str, numbers: dict[str, float] | Callable[[], dict[str, float]], reason: str | Callable[[], str], title: str
-    ) -> None:
+    def __init__(self, memory_id: int, rule: str, action: str, numbers: dict[str, float] | None, reason: str | None, title: str) -> None:
         self.memory_id = memory_id
         self.rule = rule
         self.action = action
@@ -42,21 +42,23 @@ class SweepDecision:
         self._reason = reason
         self.title = title
 
+    def work_out(self) -> tuple[dict[str, float], str]:
+        """The numbers and the reason of a decision made without them (see the class docstring)."""
+        raise NotImplementedError(f"a {self.rule} decision was made without its numbers or reason")
+
     @property
     def numbers(self) -> dict[str, float]:
         """The values the rule compared."""
-        numbers = self._numbers
-        if not isinstance(numbers, dict):
-            numbers = self._numbers = numbers()
-        return numbers
+        if self._numbers is None:
+            self._numbers = self.work_out()[0]
+        return self._numbers
 
     @property
     def reason(self) -> str:
         """Why, in a sentence."""
-        reason = self._reason
-        if not isinstance(reason, str):
-            reason = self._reason = reason()
-        return reason
+        if self._reason is None:
+            self._reason = self.work_out()[1]
+        return self._reason
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from functools import partial
 
 from memlens.config import StoreSettings
 from memlens.models import Memory
@@ -32,9 +31,7 @@ class LowValueRule(RowRule):
         days = (now_ts - row.created_at) / 86400.0
         if row.layer != "working" or now_ts - row.created_at < settings.low_value_days * 86400.0 or row.importance > settings.low_value_importance:
             return None
-        # The numbers and the sentence are worked out when read (see SweepDecision).
-        facts = (days, row.importance, settings.low_value_days, settings.low_value_importance)
-        return SweepDecision(row.id, self.name, "forget", partial(_numbers, *facts), partial(_reason, *facts), row.title)
+        return _LowValue(row, days, settings.low_value_days, settings.low_value_importance)
 
     def sentence(self, decision: SweepDecision, memory: Memory, settings: StoreSettings, now: datetime) -> str:
         """The age and the importance against their limits."""
@@ -45,15 +42,22 @@ class LowValueRule(RowRule):
         )
 
 
-def _numbers(days: float, importance: float, max_days: float, max_importance: float) -> dict[str, float]:
-    return {"age_days": round(days, 4), "importance": importance, "max_age_days": max_days, "max_importance": max_importance}
+class _LowValue(SweepDecision):
+    """A low-value decision, its numbers and reason worked out when first read (see SweepDecision)."""
 
+    __slots__ = ("days", "importance", "max_days", "max_importance")
 
-def _reason(days: float, importance: float, max_days: float, max_importance: float) -> str:
-    return (
-        f"an observation {days:.0f} days old (over {max_days:g}) with importance "
-        f"{importance:.2f} (at most {max_importance:g}): low value, so the sweep forgets it"
-    )
+    def __init__(self, row: MemoryRow, days: float, max_days: float, max_importance: float) -> None:
+        super().__init__(row.id, LowValueRule.name, "forget", None, None, row.title)
+        self.days, self.importance, self.max_days, self.max_importance = days, row.importance, max_days, max_importance
+
+    def work_out(self) -> tuple[dict[str, float], str]:
+        numbers = {"age_days": round(self.days, 4), "importance": self.importance, "max_age_days": self.max_days, "max_importance": self.max_importance}
+        reason = (
+            f"an observation {self.days:.0f} days old (over {self.max_days:g}) with importance "
+            f"{self.importance:.2f} (at most {self.max_importance:g}): low value, so the sweep forgets it"
+        )
+        return numbers, reason
 
 
 LOW_VALUE = LowValueRule()

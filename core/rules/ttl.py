@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from functools import partial
 
 from memlens import decay
 from memlens.config import StoreSettings
@@ -30,7 +29,7 @@ class TtlRule(RowRule):
         decided = so_far.decided()
         out = RulePlan()
         out.decisions = [
-            _decision(memory_id, title, forget_after, now_ts)
+            _Expired(memory_id, title, forget_after, now_ts)
             for memory_id, title, forget_after in view.expired(now_ts, grace_cutoff_ts(settings, now_ts))
             if memory_id not in decided
         ]
@@ -40,7 +39,7 @@ class TtlRule(RowRule):
         """Forget when ``forget_after`` is at or before ``now_ts``."""
         if row.forget_after is None or row.forget_after > now_ts:
             return None
-        return _decision(row.id, row.title, row.forget_after, now_ts)
+        return _Expired(row.id, row.title, row.forget_after, now_ts)
 
     def sentence(self, decision: SweepDecision, memory: Memory, settings: StoreSettings, now: datetime) -> str:
         """When the TTL ran out, and the memory's strength."""
@@ -49,20 +48,22 @@ class TtlRule(RowRule):
         return f"Its TTL ran out on {local_time(memory.forget_after)}; the next sweep forgets it (strength {value:.2f})."
 
 
-def _decision(memory_id: int, title: str, forget_after: float, now_ts: float) -> SweepDecision:
-    # The numbers and the sentence are worked out when read (see SweepDecision).
-    return SweepDecision(memory_id, TtlRule.name, "forget", partial(_numbers, forget_after, now_ts), partial(_reason, forget_after, now_ts), title)
+class _Expired(SweepDecision):
+    """A TTL decision, its numbers and reason worked out from the TTL when first read (see SweepDecision)."""
 
+    __slots__ = ("forget_after", "now_ts")
 
-def _numbers(forget_after: float, now_ts: float) -> dict[str, float]:
-    return {"forget_after": forget_after, "hours_past": round((now_ts - forget_after) / 3600.0, 4)}
+    def __init__(self, memory_id: int, title: str, forget_after: float, now_ts: float) -> None:
+        super().__init__(memory_id, TtlRule.name, "forget", None, None, title)
+        self.forget_after = forget_after
+        self.now_ts = now_ts
 
-
-def _reason(forget_after: float, now_ts: float) -> str:
-    when = utc_from_ts(forget_after)
-    assert when is not None
-    past = (now_ts - forget_after) / 3600.0
-    return f"its TTL ran out on {when:%Y-%m-%d %H:%M} UTC ({duration(past, hour_decimals=1)} ago), so the sweep forgets it"
+    def work_out(self) -> tuple[dict[str, float], str]:
+        past = (self.now_ts - self.forget_after) / 3600.0
+        when = utc_from_ts(self.forget_after)
+        assert when is not None
+        reason = f"its TTL ran out on {when:%Y-%m-%d %H:%M} UTC ({duration(past, hour_decimals=1)} ago), so the sweep forgets it"
+        return {"forget_after": self.forget_after, "hours_past": round(past, 4)}, reason
 
 
 TTL = TtlRule()

@@ -6,7 +6,6 @@ Semantic and procedural knowledge never leaves this way (only by TTL, capacity o
 from __future__ import annotations
 
 from datetime import datetime
-from functools import partial
 
 from memlens import decay
 from memlens.config import StoreSettings
@@ -42,9 +41,7 @@ class WeakRule(RowRule):
             return None
         hours = (now_ts - row.last_accessed_at) / 3600.0
         rate = decay.effective_rate(row.type, row.access_count, cfg)
-        # The numbers and the sentence are worked out when read (see SweepDecision).
-        facts = (value, cfg.forget_threshold, hours, rate, row.access_count, row.importance, row.type)
-        return SweepDecision(row.id, self.name, "forget", partial(_numbers, *facts), partial(_reason, *facts), row.title)
+        return _Faded(row, value, cfg.forget_threshold, hours, rate)
 
     def sentence(self, decision: SweepDecision, memory: Memory, settings: StoreSettings, now: datetime) -> str:
         """The strength, how long unused, and the threshold."""
@@ -54,23 +51,31 @@ class WeakRule(RowRule):
         return f"Strength {shown} after {duration(hours)} unused; below {limit}, so the next sweep forgets it."
 
 
-def _numbers(strength: float, threshold: float, hours_unused: float, rate: float, access_count: int, importance: float, type_: str) -> dict[str, float]:
-    return {
-        "strength": round(strength, 6),
-        "threshold": threshold,
-        "hours_unused": round(hours_unused, 4),
-        "rate_per_hour": round(rate, 8),
-        "access_count": float(access_count),
-        "importance": importance,
-    }
+class _Faded(SweepDecision):
+    """A weak decision, its numbers and reason worked out when first read (see SweepDecision)."""
 
+    __slots__ = ("access_count", "hours_unused", "importance", "rate", "strength", "threshold", "type")
 
-def _reason(strength: float, threshold: float, hours_unused: float, rate: float, access_count: int, importance: float, type_: str) -> str:
-    shown, limit = comparable(strength, threshold)
-    return (
-        f"strength {shown} after {duration(hours_unused, hour_decimals=1)} unused ({article(type_)}: {decay.half_life_text(rate)}); "
-        f"below {limit}, so the sweep forgets it"
-    )
+    def __init__(self, row: MemoryRow, strength: float, threshold: float, hours_unused: float, rate: float) -> None:
+        super().__init__(row.id, WeakRule.name, "forget", None, None, row.title)
+        self.strength, self.threshold, self.hours_unused, self.rate = strength, threshold, hours_unused, rate
+        self.access_count, self.importance, self.type = row.access_count, row.importance, row.type
+
+    def work_out(self) -> tuple[dict[str, float], str]:
+        numbers = {
+            "strength": round(self.strength, 6),
+            "threshold": self.threshold,
+            "hours_unused": round(self.hours_unused, 4),
+            "rate_per_hour": round(self.rate, 8),
+            "access_count": float(self.access_count),
+            "importance": self.importance,
+        }
+        shown, limit = comparable(self.strength, self.threshold)
+        reason = (
+            f"strength {shown} after {duration(self.hours_unused, hour_decimals=1)} unused ({article(self.type)}: "
+            f"{decay.half_life_text(self.rate)}); below {limit}, so the sweep forgets it"
+        )
+        return numbers, reason
 
 
 WEAK = WeakRule()
