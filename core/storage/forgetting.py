@@ -86,16 +86,21 @@ def _delete(conn: db.Connection, ids: Sequence[int]) -> None:
 
 def _restore_latest(conn: db.Connection, chain_ids: Iterable[int]) -> dict[int, int]:
     """Give each chain that lost its latest version its newest remaining version back as latest; returns
-    {chain id: the version made latest} for the chains that had one left."""
+    {chain id: the version made latest} for the chains that had one left, in the order of ``chain_ids``."""
+    chains = list(chain_ids)
+    with_latest = {r[0] for r in db.select_in(conn, "SELECT chain_id FROM memories WHERE chain_id IN ({marks}) AND is_latest = 1", chains)}
+    orphaned = [c for c in chains if c not in with_latest]
+    newest: dict[int, tuple[int, int, str]] = {}  # chain id -> (version, id, content) of its newest remaining version
+    for chain_id, memory_id, version, content in db.select_in(conn, "SELECT chain_id, id, version, content FROM memories WHERE chain_id IN ({marks})", orphaned):
+        if chain_id not in newest or (version, memory_id) > newest[chain_id][:2]:
+            newest[chain_id] = (version, memory_id, content)
     restored: dict[int, int] = {}
-    for chain_id in chain_ids:
-        if conn.execute("SELECT 1 FROM memories WHERE chain_id = ? AND is_latest = 1", (chain_id,)).fetchone():
-            continue
-        row = conn.execute("SELECT id, content FROM memories WHERE chain_id = ? ORDER BY version DESC, id DESC LIMIT 1", (chain_id,)).fetchone()
-        if row:
-            conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (row[0],))
-            supersede.index_latest(conn, row[0], similarity_tokens(row[1]))
-            restored[chain_id] = row[0]
+    for chain_id in orphaned:
+        if chain_id in newest:
+            _, memory_id, content = newest[chain_id]
+            conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (memory_id,))
+            supersede.index_latest(conn, memory_id, similarity_tokens(content))
+            restored[chain_id] = memory_id
     return restored
 
 
@@ -135,8 +140,8 @@ class ForgettingRepository:
         for memory_id in dict.fromkeys(check_id(i) for i in memory_ids):
             if whole_chain:
                 ids.extend(v.id for v in self.memories.history(memory_id))
-            elif self.memories.exists(memory_id):
-                ids.append(memory_id)
+            else:
+                ids.append(memory_id)  # an unknown id is simply not erased (forget_ids reads what is there)
         return self.forget_ids(list(dict.fromkeys(ids)), reason=check_optional_name(reason, "reason"), now=now, operation="forget", extra={"whole_chain": whole_chain})
 
     def forget_session(self, session_id: str, *, reason: str | None = None, now: datetime) -> ForgetResult:
