@@ -486,7 +486,12 @@ def migrate(conn: Connection, path: Path | str = "") -> None:
             if conn.execute("PRAGMA user_version").fetchone()[0] >= version:
                 continue
             for sql in statements:
-                conn.execute(sql)
+                try:
+                    conn.execute(sql)
+                except sqlite.OperationalError as exc:
+                    # ADD COLUMN has no IF NOT EXISTS: a file whose version record lags its tables has it already.
+                    if not (sql.lstrip().upper().startswith("ALTER TABLE") and "duplicate column name" in str(exc)):
+                        raise
             if version == 1:
                 conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
                 if HAS_FTS5_SECURE_DELETE and os.environ.get("MEMLENS_SQLITE", "").lower() != "system":

@@ -1,8 +1,8 @@
 """The memlens MCP server: an agent saves, recalls and forgets memories over the Model Context Protocol.
 
 ``memlens mcp [--db PATH]`` serves one store over stdio with the official ``mcp`` SDK (the optional extra
-``memlens[mcp]``). Tools: ``save``, ``recall``, ``forget``, ``observe``, ``history``, ``preview_supersede`` and
-``stats``. They are thin: each calls the same :class:`memlens.store.MemoryStore` method the CLI and the GUI use.
+``memlens[mcp]``). Tools: ``save``, ``recall``, ``forget``, ``observe``, ``history``, ``preview_supersede``,
+``stats``, ``conflicts`` and ``resolve_conflict``. They are thin: each calls the same :class:`memlens.store.MemoryStore` method the CLI and the GUI use.
 A bad argument, an argument name a tool does not take, or an unknown id comes back as a tool error in plain words
 (the model can correct itself); the server keeps running.
 """
@@ -181,6 +181,32 @@ class MemlensTools:
         similar, which words differ), note a similar one, or store it as new."""
         with self._use() as store:
             return store.preview_supersede(content, project=project, type=type).to_dict()
+
+    def conflicts(
+        self,
+        status: Annotated[Literal["open", "resolved", "dismissed", "all"], Field(description="Which conflicts to list.")] = "open",
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many, most recent first.")] = 20,
+    ) -> dict[str, Any]:
+        """Pairs of your memories that disagree (another value, a negation, an opposite term), with what differs.
+        Check them before relying on either side; `resolve_conflict` settles one."""
+        with self._use() as store:
+            found = store.list_conflicts(status=status, limit=limit)
+        return {"conflicts": [c.to_dict() for c in found]}
+
+    def resolve_conflict(
+        self,
+        id: Annotated[int, Field(ge=1, description="The conflict's id (from `conflicts`).")],
+        keep: Annotated[
+            Literal["newer", "older", "trusted", "merge", "not_a_conflict"],
+            Field(description="newer/older: keep that side; trusted: the more trusted (user over agent), then newer; merge: save `text` as one fact citing both; not_a_conflict: dismiss."),
+        ] = "trusted",
+        text: Annotated[str | None, Field(description="With keep=merge: the one fact that replaces both.")] = None,
+    ) -> dict[str, Any]:
+        """Settle a conflict. Nothing is deleted: the losing side's confidence is lowered so it ranks lower in
+        recall, and a person can undo it."""
+        action = {"newer": "keep_newer", "older": "keep_older", "trusted": "keep_trusted", "merge": "merge", "not_a_conflict": "not_conflict"}[keep]
+        with self._use() as store:
+            return store.resolve_conflict(id, action, text=text).to_dict()
 
     def stats(self) -> dict[str, Any]:
         """How many memories each layer holds (latest and all versions), sessions, expired and pinned counts."""
@@ -410,6 +436,8 @@ def build_server(store: MemoryStore) -> MCPServer:
     server.add_tool(tools.history, annotations=read_only)
     server.add_tool(tools.preview_supersede, annotations=read_only)
     server.add_tool(tools.stats, annotations=read_only)
+    server.add_tool(tools.conflicts, annotations=read_only)
+    server.add_tool(tools.resolve_conflict, annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     return server
 
 

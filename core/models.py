@@ -56,6 +56,16 @@ DEFAULT_LAYER_FOR_TYPE: dict[str, Layer] = {
 
 RELATION_KINDS: tuple[str, ...] = ("supersedes", "extends", "derives", "contradicts", "related")
 
+#: The ``source_confidence`` a memory starts with, by origin: an explicit user statement is trusted above an agent's
+#: inference (see :mod:`memlens.conflicts`). Other origins start at :data:`DEFAULT_SOURCE_CONFIDENCE`.
+ORIGIN_CONFIDENCE: dict[str, float] = {"user": 1.0, "import": 0.9, "agent": 0.8}
+DEFAULT_SOURCE_CONFIDENCE = 0.7
+
+
+def source_confidence_for(origin: str) -> float:
+    """The ``source_confidence`` a new memory of this origin starts with."""
+    return ORIGIN_CONFIDENCE.get(origin, DEFAULT_SOURCE_CONFIDENCE)
+
 
 def utc_from_ts(ts: float | None) -> datetime | None:
     """An aware UTC datetime from a stored epoch-seconds value (None stays None)."""
@@ -103,6 +113,9 @@ class Memory:
     forget_after: datetime | None
     pinned: bool
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: How far the memory's source is trusted (0..1): set from its origin, lowered when a conflict is resolved against it.
+    #: Not part of :meth:`to_dict` (the export format): like the conflicts it comes from, it stays with the store.
+    source_confidence: float = 1.0
 
     def is_expired(self, now: datetime) -> bool:
         """True when the memory's TTL has passed at ``now``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
@@ -260,4 +260,34 @@ _V6 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6)]
+# Version 7: conflicts (see core/conflicts.py). Each memory gets a ``source_confidence``: how far its source is
+# trusted (an explicit user statement above an agent's inference), set from its origin and lowered when a conflict
+# is resolved against it; search scales a score by it once it falls below 0.5. ``conflicts`` holds each detected
+# pair with its evidence (the differing words and values, memory text: so it goes with the memories, by the
+# cascade) and its resolution, which undo reverses. ADD COLUMN cannot say IF NOT EXISTS: the migration skips it
+# when the column is there already (see memlens.db.migrate), so the step stays idempotent.
+_V7 = [
+    "ALTER TABLE memories ADD COLUMN source_confidence REAL NOT NULL DEFAULT 1.0",
+    """
+    UPDATE memories SET source_confidence = CASE origin
+        WHEN 'user' THEN 1.0 WHEN 'import' THEN 0.9 WHEN 'agent' THEN 0.8 ELSE 0.7 END
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS conflicts (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        newer_id    INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        older_id    INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        detected_at REAL NOT NULL,
+        score       REAL NOT NULL,
+        method      TEXT NOT NULL,
+        evidence    TEXT NOT NULL DEFAULT '{}',
+        status      TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'resolved', 'dismissed')),
+        resolution  TEXT,
+        UNIQUE (newer_id, older_id)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS conflicts_by_status ON conflicts(status, detected_at)",
+    "CREATE INDEX IF NOT EXISTS conflicts_by_older ON conflicts(older_id)",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7)]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from memlens.calibrate import CalibrationReport, SweepEffect
+    from memlens.conflicts import Conflict, ConflictJudge, ConflictService, ScanReport
     from memlens.consolidate import ConsolidationReport
     from memlens.consolidation_schedule import ScheduledRun
     from memlens.embeddings import EmbeddingClient
@@ -800,3 +801,32 @@ class MemoryStore:
     def vector_counts(self) -> dict[str, int]:
         """How many memories have a stored vector, by embedding model."""
         return self.vectors.counts()
+
+    # conflicts (core/conflicts.py) -------------------------------------------------------------------------------
+
+    @cached_property
+    def conflicts(self) -> ConflictService:
+        """Detected conflicts between memories: listing, the scan pass, resolution and undo."""
+        from memlens.conflicts import ConflictService
+
+        return ConflictService(self)
+
+    def list_conflicts(self, *, status: str = "open", memory_id: int | None = None, limit: int = 100) -> list[Conflict]:
+        """Conflicts with ``status`` (open, resolved, dismissed or all), the most recently detected first."""
+        return self.conflicts.find(status=status, memory_id=memory_id, limit=limit)
+
+    def scan_conflicts(self, *, judge: ConflictJudge | None = None, full: bool = False, now: datetime | None = None) -> ScanReport:
+        """Look for conflicts among the latest semantic memories written since the last scan (all with ``full``);
+        ``judge`` (an LLM) is asked about pairs the rules leave undecided. See :meth:`ConflictService.scan`."""
+        return self.conflicts.scan(judge=judge, full=full, now=resolve_now(now))
+
+    def resolve_conflict(
+        self, conflict_id: int, action: str = "keep_trusted", *, text: str | None = None, forget_after_days: float | None = None, now: datetime | None = None
+    ) -> Conflict:
+        """Resolve a conflict (keep_newer, keep_older, keep_trusted, merge with ``text``, not_conflict) without
+        deleting anything; audited and reversible. See :meth:`memlens.conflicts.ConflictService.resolve`."""
+        return self.conflicts.resolve(conflict_id, action, text=text, forget_after_days=forget_after_days, now=resolve_now(now))
+
+    def undo_conflict(self, conflict_id: int, *, now: datetime | None = None) -> Conflict:
+        """Undo a conflict's resolution or dismissal; it is open again. Audited."""
+        return self.conflicts.undo(conflict_id, now=resolve_now(now))

@@ -210,6 +210,21 @@ def _relate(entry: AuditEntry) -> str:
     return f"linked {' and '.join(f'#{i}' for i in entry.target_ids)} as {entry.details.get('kind', 'related')}"
 
 
+def _conflict(entry: AuditEntry) -> str:
+    d = entry.details
+    number, step = d.get("conflict", "?"), d.get("step")
+    if step == "detected":
+        return f"conflict #{number} found between {' and '.join(f'#{i}' for i in entry.target_ids)} ({', '.join(d['signals']) or d['method']})"
+    if step == "dismissed":
+        return f"conflict #{number}: not a conflict"
+    if step == "undone":
+        return f"conflict #{number}: resolution undone" + (f", fact #{d['fact']} forgotten" if d.get("fact") else "")
+    lowered = ", ".join(f"#{i}" for i in d["losers"])
+    if d["action"] == "merge":
+        return f"conflict #{number} merged into fact #{d['fact']}; lowered {lowered}"
+    return f"conflict #{number} resolved: kept #{d['winner']}, lowered {lowered}"
+
+
 def _end_session(entry: AuditEntry) -> str:
     return f"ended session {entry.details.get('session_id', '?')}"
 
@@ -278,6 +293,7 @@ AUDIT_RENDERERS: dict[str, Callable[[AuditEntry], str]] = {
     "sweep": _sweep,
     "sweep_run": _sweep_run,
     "relate": _relate,
+    "conflict": _conflict,
     "end_session": _end_session,
     "configure": _configure,
     "consolidate": _consolidate,

@@ -23,6 +23,7 @@ from memlens.gui.actions import EDIT_TIP, TABLE_MENU, ActionAttributes, WindowAc
 from memlens.gui.audit_view import AuditView
 from memlens.gui.calibrate_dialog import open_calibration
 from memlens.gui.columns import COLUMN_INDEX
+from memlens.gui.conflicts_view import ConflictsView
 from memlens.gui.detail import DetailPane
 from memlens.gui.detail_controller import DetailController
 from memlens.gui.dialogs import show_about
@@ -157,6 +158,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.audit_view.target_activated.connect(self.go_to_memory)
         self.sessions_view = SessionsView(None)
         self.sessions_view.memory_activated.connect(self.go_to_memory)
+        self.conflicts_view = ConflictsView.for_window(self)
         self.travel_banner = TravelBanner()
         self.travel_text, self.travel_list_button = self.travel_banner.text, self.travel_banner.list_button
         self._lay_out()
@@ -182,7 +184,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.empty_state.new_button.clicked.connect(self.new_memory_dialog)
         self.pages = QtWidgets.QStackedWidget()
         self.pages.setObjectName("pages")
-        for widget in (self.memory_splitter, self.audit_view, self.sessions_view):
+        for widget in (self.memory_splitter, self.audit_view, self.sessions_view, self.conflicts_view):
             self.pages.addWidget(widget)
         right = QtWidgets.QWidget()
         right_layout = QtWidgets.QVBoxLayout(right)
@@ -256,7 +258,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         """No read pending, no task running, no table loading (tests and the screenshot command wait for this)."""
         if self.reader is not None and self.reader.pending():
             return False
-        models = (self.model, self.audit_view.model, self.sessions_view.model)
+        models = (self.model, self.audit_view.model, self.sessions_view.model, self.conflicts_view.model)
         return not self.tasks.is_busy() and not any(m.is_loading() for m in models)
 
     def read_only(self) -> bool:
@@ -335,6 +337,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.model.set_reader(self.reader)
         self.audit_view.set_reader(self.reader)
         self.sessions_view.set_reader(self.reader)
+        self.conflicts_view.set_reader(self.reader)
         self.details.clear()
 
     def _close_store(self) -> None:
@@ -344,6 +347,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
             self.model.set_reader(None)
             self.audit_view.set_reader(None)
             self.sessions_view.set_reader(None)
+            self.conflicts_view.set_reader(None)
             self.reader.stop()
             self.reader.deleteLater()
             self.reader = None
@@ -392,6 +396,8 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
     # --- views and queries -------------------------------------------------------------------------------------
 
     def _view_changed(self, key: str) -> None:
+        if key == "conflicts":
+            return self.conflicts_view.show_in(self.pages)
         if key == "audit":
             self.pages.setCurrentWidget(self.audit_view)
             if self.reader is not None:

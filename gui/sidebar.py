@@ -13,7 +13,7 @@ LAYER_LABELS = {"working": "Working", "episodic": "Episodic", "semantic": "Seman
 class Sidebar(QtWidgets.QWidget):
     """The four layers with live counts, all memories, the audit log and sessions, plus the project filter."""
 
-    view_changed = Signal(str)  # "all", a layer name, "audit" or "sessions"
+    view_changed = Signal(str)  # "all", a layer name, "audit", "sessions" or "conflicts"
     project_changed = Signal(object)  # str or None
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
@@ -39,6 +39,8 @@ class Sidebar(QtWidgets.QWidget):
         history = self._group("HISTORY")
         self._add(history, "audit", "Audit log", "audit")
         self._add(history, "sessions", "Sessions", "sessions")
+        review = self._group("REVIEW")
+        self._add(review, "conflicts", "Conflicts", "conflicts")
         self.tree.expandAll()
         header = self.tree.header()
         header.setStretchLastSection(False)
@@ -108,6 +110,10 @@ class Sidebar(QtWidgets.QWidget):
         wanted = metrics.horizontalAdvance("All memories") + metrics.horizontalAdvance(total) + 72
         if wanted > self.minimumWidth():
             self.setMinimumWidth(wanted)
+
+    def set_conflict_count(self, count: int) -> None:
+        """Show how many conflicts are open (nothing when none)."""
+        self.items["conflicts"].setText(1, f"{count:,}" if count else "")
 
     def count_text(self, key: str) -> str:
         """The count shown beside a view."""

@@ -130,6 +130,16 @@ def scenario_relate(store: MemoryStore, t0: datetime) -> None:
     assert audit_summary(last(store, "relate")) == f"linked #{a.id} and #{b.id} as extends"
 
 
+def scenario_conflict(store: MemoryStore, t0: datetime) -> None:
+    a = store.remember("The staging API listens on port 8080", now=t0)
+    b = store.remember("The staging API now listens on port 8443", now=t0 + HOUR)
+    assert audit_summary(last(store, "conflict")) == f"conflict #1 found between #{a.id} and #{b.id} (value)"
+    store.resolve_conflict(1, "keep_newer", now=t0 + HOUR)
+    assert audit_summary(last(store, "conflict")) == f"conflict #1 resolved: kept #{b.id}, lowered #{a.id}"
+    store.undo_conflict(1, now=t0 + HOUR)
+    assert audit_summary(last(store, "conflict")) == "conflict #1: resolution undone"
+
+
 def scenario_end_session(store: MemoryStore, t0: datetime) -> None:
     store.start_session("sess-1", now=t0)
     store.end_session("sess-1", now=t0 + HOUR)
@@ -200,6 +210,7 @@ SCENARIOS: dict[str, Callable[[MemoryStore, datetime], None]] = {
     "sweep": scenario_sweep,
     "sweep_run": scenario_sweep_run,
     "relate": scenario_relate,
+    "conflict": scenario_conflict,
     "end_session": scenario_end_session,
     "configure": scenario_configure,
     "consolidate": scenario_consolidate,

@@ -103,7 +103,7 @@ def test_store_from_a_newer_memlens(capsys, tmp_path: Path, good: bytes):
     path.parent.mkdir()
     path.write_bytes(good)
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute(f"PRAGMA user_version = {db.schema.SCHEMA_VERSION + 1}")
     conn.close()
     assert_refused_untouched(capsys, path, NewerDatabaseError, "written by a newer memlens")
 

@@ -18,7 +18,7 @@ def test_tools_are_listed_with_descriptions_and_typed_parameters(db_path):
         return (await client.list_tools()).tools
 
     tools = {t.name: t for t in talk(db_path, script)}
-    assert set(tools) == {"save", "recall", "forget", "observe", "history", "preview_supersede", "stats"}
+    assert set(tools) == {"save", "recall", "forget", "observe", "history", "preview_supersede", "stats", "conflicts", "resolve_conflict"}
     for tool in tools.values():
         assert tool.description and len(tool.description) > 30
     save = tools["save"].input_schema

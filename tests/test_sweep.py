@@ -50,7 +50,7 @@ def test_ttl_rule_forgets_expired_memories_with_reason_and_numbers(store: Memory
     assert not store.exists(m.id) and store.exists(keep.id)
     entry = sweep_entries(store)[m.id]
     assert entry["rule"] == "ttl" and entry["numbers"] == d.numbers and entry["reason"] == d.reason
-    assert report.counts == {"ttl": 1, "weak": 0, "low_value": 0, "duplicate": 0, "capacity": 0}
+    assert report.counts == {"conflict": 0, "ttl": 1, "weak": 0, "low_value": 0, "duplicate": 0, "capacity": 0}
 
 
 def test_weak_rule_forgets_only_working_observations_and_chitchat(store: MemoryStore, t0):
@@ -240,7 +240,7 @@ def test_dry_run_is_the_exact_plan_and_writes_nothing(store: MemoryStore, db_pat
     assert plan.dry_run and plan.archives == []
     assert len(store.audit(limit=10_000)) == audit_before
     assert store.conn.execute("SELECT * FROM memories ORDER BY id").fetchall() == rows_before
-    assert {d.rule for d in plan.decisions} == set(RULES) - {"low_value"}
+    assert {d.rule for d in plan.decisions} == set(RULES) - {"low_value", "conflict"}  # no resolved conflict here
     report = store.sweep(now=now)
     assert not report.dry_run
     assert [d.to_dict() for d in report.decisions] == [d.to_dict() for d in plan.decisions]

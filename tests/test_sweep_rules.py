@@ -89,7 +89,7 @@ def test_the_registry_drives_sweep_explain_and_preview_alike(store: MemoryStore,
 def test_a_rule_registered_outside_is_applied_explained_and_previewed(store: MemoryStore, t0, qtbot, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(rules, "RULES", list(rules.RULES))  # register() changes this copy; the test leaves the real list alone
     rules.register(ScratchRule(), before="capacity")
-    assert rules.names() == ("ttl", "weak", "low_value", "duplicate", "scratch", "capacity")
+    assert rules.names() == ("conflict", "ttl", "weak", "low_value", "duplicate", "scratch", "capacity")
     with pytest.raises(ValueError):
         rules.register(ScratchRule())
 

@@ -86,8 +86,9 @@ HEADS: dict[str, list[str]] = {
     "import": ["size", "remember_many/s", "raw executemany/s", "ratio", "remember_many wall/cpu", "raw wall/cpu", "s per 1M"],
     "supersede": ["size", "remember p50 wall/cpu", "p95", "find_best p50", "brute-force scan p50", "speedup", "agreement"],
     "search": ["size", "search p50 wall/cpu", "p95", "raw FTS5 OR p50", "p95", "raw/search"],
-    "sweep": ["size", "due", "find due (dry run) p50 wall/cpu", "apply: due", "apply wall/cpu", "baseline wall/cpu", "ms/memory", "first sweep wall/cpu"],
-    "forget": ["size", "forget p50 wall/cpu", "p95", "plain DELETE p50", "ratio", "secure-delete"],
+    "sweep": ["size", "due", "find due (dry run) p50 wall/cpu", "raw due query p50", "apply: due", "apply wall/cpu", "baseline wall/cpu", "ms/memory",
+              "first sweep wall/cpu"],
+    "forget": ["size", "forget p50 wall/cpu", "p95", "plain DELETE p50", "ratio", "secure-delete", "forget_many: n", "wall/cpu", "row by row wall/cpu"],
     "storage": ["size", "file MB", "bytes/memory", "text bytes/memory", "ratio"],
     "gui": ["size", "open to first rows wall/cpu", "scroll to end wall/cpu", "peak RSS MB (own)"],
 }
@@ -110,11 +111,13 @@ def _row(name: str, n: str, r: dict[str, Any]) -> list[str]:
         due, share = get(r, "due_at_60_days"), get(r, "due_share")
         apply = r.get("apply")
         return [n, f"{number(due)} ({share:.1%})" if share is not None else number(due), per_call(r.get("find_due_dry_run"), "p50"),
-                number(get(apply, "due")), total(apply, "seconds"), total(apply, "baseline_seconds"),
+                per_call(r.get("raw_due_query"), "p50"), number(get(apply, "due")), total(apply, "seconds"), total(apply, "baseline_seconds"),
                 number(get(apply, "ms_per_memory"), " ms"), total(r, "first_sweep_s")]
     if name == "forget":
+        bulk = r.get("bulk")
         return [n, per_call(r.get("forget"), "p50"), per_call(r.get("forget"), "p95"), per_call(r.get("plain_delete"), "p50"),
-                number(get(r, "ratio_p50"), "x"), number(get(r, "fts_secure_delete"))]
+                number(get(r, "ratio_p50"), "x"), number(get(r, "fts_secure_delete")), number(get(bulk, "forgets")), total(bulk, "seconds"),
+                total(bulk, "baseline_seconds")]
     if name == "storage":
         return [n, number(get(r, "file_mb")), number(get(r, "bytes_per_memory")), number(get(r, "text_bytes_per_memory")), number(get(r, "ratio_to_text"), "x")]
     # gui

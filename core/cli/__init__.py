@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "memlens.cli.agent_commands",
     "memlens.cli.demo_commands",
     "memlens.cli.embed_commands",
+    "memlens.cli.conflict_commands",
     "memlens.cli.calibrate_commands",
     "memlens.cli.completion",
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from memlens.rules.base import RuleSetting, SweepDecision, SweepRule, SweepView
 from memlens.rules.capacity import CAPACITY
+from memlens.rules.conflict import CONFLICT
 from memlens.rules.low_value import LOW_VALUE
 from memlens.rules.near_duplicate import NEAR_DUPLICATE
 from memlens.rules.ttl import TTL
@@ -18,7 +19,8 @@ from memlens.rules.weak import WEAK
 __all__ = ["BUILT_IN_NAMES", "RULES", "RuleSetting", "SweepDecision", "SweepRule", "SweepView", "names", "register", "rule_named", "unregister"]
 
 #: The registered rules, in the order they are applied. Capacity stays last: it counts what the others take out.
-RULES: list[SweepRule] = [TTL, WEAK, LOW_VALUE, NEAR_DUPLICATE, CAPACITY]
+#: ``conflict`` comes before ``ttl``: both take an expired memory, and its reason says more.
+RULES: list[SweepRule] = [CONFLICT, TTL, WEAK, LOW_VALUE, NEAR_DUPLICATE, CAPACITY]
 #: The names of the rules memlens ships with.
 BUILT_IN_NAMES: tuple[str, ...] = tuple(rule.name for rule in RULES)
 

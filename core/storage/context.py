@@ -33,7 +33,7 @@ GENESIS_HASH = "0" * 64
 CLOCK_TOLERANCE = timedelta(seconds=1)
 #: Every operation the engine writes to the audit log (``memlens audit --operation`` offers these).
 AUDIT_OPERATIONS = (
-    "configure", "consolidate", "embed", "end_session", "flag_review", "forget", "forget_session", "import", "recall",
+    "configure", "conflict", "consolidate", "embed", "end_session", "flag_review", "forget", "forget_session", "import", "recall",
     "relate", "remember", "remember_many", "repair", "reviewed", "supersede", "sweep", "sweep_run", "update",
 )  # fmt: skip
 #: Audit entries naming more memories than this keep their targets in the entry only (no per-target index rows).

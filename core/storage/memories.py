@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from memlens import db, decay, supersede
 from memlens.errors import InvalidInput, NotFound
 from memlens.io import bulk
-from memlens.models import RELATION_KINDS, Layer, Memory, Origin, ts_from_dt, utc_from_ts
+from memlens.models import RELATION_KINDS, Layer, Memory, Origin, source_confidence_for, ts_from_dt, utc_from_ts
 from memlens.redact import redact
 from memlens.storage.context import StoreContext, content_hash, to_json
 from memlens.storage.results import Relation, SupersedePreview
@@ -120,6 +120,11 @@ class MemoryRepository:
                 supersede_id=chosen,
                 now=now,
             )
+            if layer_name == Layer.SEMANTIC.value:
+                # Two latest memories that disagree are flagged as they meet (rules only: no network in a write).
+                from memlens.conflicts import record_conflicts_of
+
+                record_conflicts_of(self, conn, memory_id, now)
             return self.get_in(conn, memory_id)
 
     def _check_supersedable(self, conn: db.Connection, memory_id: int, layer: str, project: str | None) -> str | None:
@@ -198,7 +203,7 @@ class MemoryRepository:
             "INSERT INTO memories (layer, type, title, content, project, session_id, tags, importance, origin, "
             "source_ref, created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, "
             "supersedes, supersede_similarity, is_latest, forget_after, pinned, metadata, token_count, fade_at, "
-            "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
+            "content_hash, source_confidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
             (
                 layer,
                 type_,
@@ -224,6 +229,7 @@ class MemoryRepository:
                 len(tokens),
                 fade_at,
                 content_hash(content),
+                source_confidence_for(origin),
             ),
         )
         memory_id = int(cur.lastrowid)
@@ -688,6 +694,11 @@ class MemoryRepository:
             self.ctx.audit(conn, "update", [m.id], changes, now)
             return self.get_in(conn, m.id)
 
+
+    def set_source_confidence(self, conn: db.Connection, memory_id: int, value: float) -> None:
+        """Set a memory's ``source_confidence`` inside the caller's transaction (conflict resolution and its undo,
+        which write their own audit entry)."""
+        conn.execute("UPDATE memories SET source_confidence = ? WHERE id = ?", (min(1.0, max(0.0, value)), memory_id))
 
     def derived_from(self, conn: db.Connection, source_ids: Sequence[int]) -> set[tuple[int, int]]:
         """(derived id, source id) for every 'derives' link into ``source_ids``: summaries that may quote them."""

@@ -21,7 +21,7 @@ from memlens.storage.results import Relation, Session
 MEMORY_FIELDS: tuple[str, ...] = (
     "id", "layer", "type", "title", "content", "project", "session_id", "tags", "importance", "origin", "source_ref",
     "created_at", "updated_at", "last_accessed_at", "access_count", "version", "parent_id", "chain_id", "supersedes",
-    "supersede_similarity", "is_latest", "forget_after", "pinned", "metadata",
+    "supersede_similarity", "is_latest", "forget_after", "pinned", "metadata", "source_confidence",
 )  # fmt: skip
 #: The select list for a Memory from ``memories``.
 MEMORY_COLUMNS = ", ".join(MEMORY_FIELDS)
@@ -78,6 +78,7 @@ def memory_from_row(row: Any, names: Sequence[str] = MEMORY_FIELDS) -> Memory:
         forget_after=utc_from_ts(r["forget_after"]),
         pinned=bool(r["pinned"]),
         metadata=json.loads(r["metadata"]),
+        source_confidence=r["source_confidence"],
     )
 
 

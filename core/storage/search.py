@@ -491,6 +491,9 @@ def blend_retention(
             config=config,
         )
         score = (1.0 - bias) * relevance + bias * retention
+        # Only a resolved conflict lowers source_confidence under 0.5 (every origin starts at 0.7 or more): the
+        # side it went against ranks below the side that won, and is still found (history, core/conflicts.py).
+        score *= min(1.0, row["source_confidence"] / 0.5)
         penalty = 0.0
         if context and not context.intersection(json.loads(row["tags"])):
             penalty = (1.0 - tuning.context_factor) * score

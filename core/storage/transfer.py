@@ -17,7 +17,7 @@ from memlens import db, decay, supersede
 from memlens.errors import InvalidInput
 from memlens.io import bulk
 from memlens.io.records import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, RelationRecord, SessionRecord
-from memlens.models import RELATION_KINDS, Memory, ts_from_dt, utc_from_ts
+from memlens.models import RELATION_KINDS, Memory, source_confidence_for, ts_from_dt, utc_from_ts
 from memlens.redact import redact
 from memlens.storage.context import StoreContext, content_hash, to_json
 from memlens.storage.forgetting import ForgettingRepository
@@ -357,7 +357,7 @@ class _ImportRun:
                     int(rec.is_latest), ts_from_dt(rec.forget_after) if rec.forget_after else None, int(rec.pinned),
                     bulk.json_text(rec.metadata), len(tokens),
                     decay.sweep_fade_at(rec.layer, rec.type, rec.importance, accessed, rec.access_count, rec.pinned, cfg),
-                    content_hash(rec.content),
+                    content_hash(rec.content), source_confidence_for(rec.origin),
                 )
             )  # fmt: skip
             tag_rows.extend((t, memory_id) for t in rec.tags)
@@ -602,8 +602,8 @@ def _flush(
             conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "
             "created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, supersedes, supersede_similarity, "
-            "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash, source_confidence) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
             [(r[0], *bulk.fts_text(r[3], r[4], r[7])) for r in rows],
         )
