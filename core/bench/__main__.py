@@ -74,6 +74,7 @@ def run(sizes: Sequence[int], *, seed: int, cache_dir: Path, only: set[str], ski
             if "import" in chosen:
                 progress(f"{size:,}: bulk import")
                 _measured(out, "import", import_bench.run, size, seed, workdir, cache_dir)
+            progress(f"{size:,}: the generated store (from the cache, or built: minutes at 1M)")
             built = stores.cached_store(size, seed, cache_dir)
             if not built.cached:
                 progress(f"{size:,}: built the store in {built.build_seconds:.0f} s")
