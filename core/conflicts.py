@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memlens import db
-from memlens.errors import InvalidInput, NotFound
+from memlens.errors import InvalidInput, NotFound, StoreEnvironmentError
 from memlens.models import Memory, ts_from_dt, utc_from_ts
 from memlens.storage.context import to_json
 from memlens.storage.validation import check_count, check_id, check_text, check_ttl
@@ -517,7 +517,13 @@ def candidate_ids(conn: db.Connection, memory: Memory, now_ts: float, *, limit: 
         "JOIN memories m ON m.id = f.rowid WHERE m.id != ? AND m.is_latest = 1 AND m.layer = 'semantic' "
         "AND (m.forget_after IS NULL OR m.forget_after > ?) AND (? IS NULL OR m.project IS NULL OR m.project = ?) ORDER BY f.score LIMIT ?"
     )
-    rows = conn.execute(sql, (match_expression(terms, "OR"), limit * 5, memory.id, now_ts, memory.project, memory.project, limit)).fetchall()
+    try:
+        rows = conn.execute(sql, (match_expression(terms, "OR"), limit * 5, memory.id, now_ts, memory.project, memory.project, limit)).fetchall()
+    except db.sqlite.OperationalError as exc:
+        # A text FTS5 cannot take as a query must not cost the write it rides on; a scan pass compares it later.
+        if isinstance(db.classify(exc, ""), StoreEnvironmentError):
+            raise
+        return []
     return [r[0] for r in rows]
 
 
