@@ -32,6 +32,7 @@ class SearchTuning:
     candidate_pool: int = 50
     #: A term found in more memories than this is "common": when all terms together find too little, the query
     #: is first widened to the rarer terms only (ranking every match of a common word makes OR queries slow).
+    #: Each term's matches are counted up to this (one statement per search), and those counts choose the plan.
     common_term_matches: int = 2000
     #: bm25 weight of a memory's title. The default title repeats the first line, so it gets no extra weight.
     title_weight: float = 1.0

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from memlens import schema
+from memlens.decay import text_importance
 from memlens.errors import (
     CorruptDatabaseError,
     DiskFullError,
@@ -86,6 +87,8 @@ def classify(exc: BaseException, path: Path | str) -> Exception:
 def _register_functions(conn: Connection) -> None:
     # The FTS triggers call this; it must be deterministic because the contentless index replays it on delete.
     conn.create_function("ml_index_text", 1, lambda t: index_text(t) if t is not None else "", deterministic=True)
+    # Schema 9's migration and trigger keep memories.text_importance with the text.
+    conn.create_function("ml_text_importance", 1, lambda t: text_importance(t) if t is not None else None, deterministic=True)
 
 
 # --- This process's open store files ----------------------------------------------------------------------------

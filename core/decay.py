@@ -298,22 +298,34 @@ def composite_score(memory: Memory, now: datetime, config: DecayConfig) -> float
     )
 
 
-def composite_parts(*, content: str, importance: float, last_accessed: float, access_count: int, now: float, config: DecayConfig) -> dict[str, float]:
-    """The four components of the composite score, each in [0, 1]."""
+def text_importance(content: str) -> float:
+    """The composite score's semantic part: :func:`cold_start_importance` of the text's first 2,000 characters.
+    It depends on the text alone, so the store keeps it in ``memories.text_importance`` (set on every write,
+    filled for older rows by schema 9) and search reads it instead of scanning each candidate's text."""
+    return cold_start_importance(content[:2000])
+
+
+def composite_parts(
+    *, content: str, importance: float, last_accessed: float, access_count: int, now: float, config: DecayConfig, semantic: float | None = None
+) -> dict[str, float]:
+    """The four components of the composite score, each in [0, 1]; ``semantic`` is the stored
+    :func:`text_importance` of ``content`` when the caller has it (None: computed from ``content``)."""
     hours = max(0.0, now - last_accessed) / 3600.0
     return {
         "recency": 0.5 ** (hours / config.recency_half_life_hours),
         # Saturates: 10 recalls count as 0.7, 30 as ~0.97.
         "frequency": 1.0 - math.exp(-max(0, access_count) / 8.0),
         "importance": min(1.0, max(0.0, importance)),
-        "semantic": cold_start_importance(content[:2000]),
+        "semantic": text_importance(content) if semantic is None else semantic,
     }
 
 
-def composite_score_at(*, content: str, importance: float, last_accessed: float, access_count: int, now: float, config: DecayConfig) -> float:
-    """The composite score from stored numbers (see :func:`composite_score`)."""
+def composite_score_at(
+    *, content: str, importance: float, last_accessed: float, access_count: int, now: float, config: DecayConfig, semantic: float | None = None
+) -> float:
+    """The composite score from stored numbers (see :func:`composite_score`; ``semantic`` as in :func:`composite_parts`)."""
     parts = composite_parts(
-        content=content, importance=importance, last_accessed=last_accessed, access_count=access_count, now=now, config=config
+        content=content, importance=importance, last_accessed=last_accessed, access_count=access_count, now=now, config=config, semantic=semantic
     )
     total = config.weight_recency + config.weight_frequency + config.weight_importance + config.weight_semantic
     score = (

@@ -1,4 +1,10 @@
-"""search() (2-4 word queries, limit 10, with the rerank) against a raw FTS5 bm25 OR query on the same store."""
+"""search() (2-4 word queries, limit 10, with the rerank) against a raw FTS5 bm25 OR query on the same store.
+
+Both run call by call, interleaved (:func:`memlens.bench.timing.interleaved`), in the same process on the same
+read-only connection; wall and CPU time are reported for each, and ``ratio_p50`` is the raw query's p50 over
+search's (above 1: search is faster). ``statements_per_search`` counts the SQL statements one search issues (not
+the ones FTS5 runs inside them).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memlens.bench.generator import EPOCH, Generator
-from memlens.bench.timing import median_of_rounds, summary_ms, timed
+from memlens.bench.timing import interleaved
 from memlens.store import MemoryStore
 
 RAW_SQL = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts) LIMIT ?"
@@ -21,40 +27,48 @@ def raw_expression(query: str) -> str:
 
 
 def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limit: int = 10) -> dict[str, Any]:
-    """Per-call p50/p95 of ``search`` and of the raw query, interleaved call by call so both see the same load;
-    the medians of ``rounds`` rounds are reported."""
+    """Per-call p50/p95 (wall and CPU) of ``search`` and of the raw query over ``rounds`` passes of ``queries``
+    queries, the two interleaved call by call so both see the same load."""
     now = EPOCH + timedelta(days=1)
     with MemoryStore.open(path, readonly=True, actor="bench") as store:
+        conn = store.conn
         rng = np.random.default_rng([gen.seed, 21])
-        top = store.conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
+        top = conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
         texts = []
         for _ in range(queries):
-            row = store.conn.execute("SELECT content FROM memories WHERE id >= ? ORDER BY id LIMIT 1", (int(rng.integers(1, top + 1)),)).fetchone()
+            row = conn.execute("SELECT content FROM memories WHERE id >= ? ORDER BY id LIMIT 1", (int(rng.integers(1, top + 1)),)).fetchone()
             if row:
                 texts.append(row[0])
         qs = gen.queries(texts, queries)
-        ours: list[dict[str, float]] = []
-        theirs: list[dict[str, float]] = []
-        hits = 0
-        for _ in range(rounds):
-            a: list[float] = []
-            b: list[float] = []
+        raw = [raw_expression(q) for q in qs]
+        statements = 0
+
+        def count(sql: str) -> None:
+            nonlocal statements
+            statements += not sql.startswith("--")  # "--" marks the statements SQLite runs inside FTS5
+
+        conn.set_trace_callback(count)
+        try:
             for q in qs:
-                found, seconds = timed(lambda: store.search(q, limit=limit, now=now))  # noqa: B023
-                a.append(seconds)
-                hits += bool(found)
-                _, seconds = timed(lambda: store.conn.execute(RAW_SQL, (raw_expression(q), limit)).fetchall())  # noqa: B023
-                b.append(seconds)
-            ours.append(summary_ms(a))
-            theirs.append(summary_ms(b))
-    search = median_of_rounds(ours)
-    raw = median_of_rounds(theirs)
+                store.search(q, limit=limit, now=now)
+        finally:
+            conn.set_trace_callback(None)
+        pair = interleaved(
+            lambda i: store.search(qs[i % len(qs)], limit=limit, now=now),
+            lambda i: conn.execute(RAW_SQL, (raw[i % len(qs)], limit)).fetchall(),
+            rounds=rounds * len(qs),
+        )
     return {
         "queries": len(qs),
         "rounds": rounds,
         "examples": qs[:4],
-        "queries_with_hits": round(hits / (rounds * len(qs)), 3) if qs else 0.0,
-        "search": search,
-        "raw_fts5_or": raw,
-        "ratio_p50": round(raw["p50_ms"] / search["p50_ms"], 2) if search["p50_ms"] else None,
+        "queries_with_hits": round(sum(bool(r) for r in pair.a.results) / len(pair.a.results), 3) if qs else 0.0,
+        "statements_per_search": round(statements / len(qs), 2) if qs else 0.0,
+        "search": pair.a.summary(),
+        "raw_fts5_or": pair.b.summary(),
+        "ratio_p50": pair.ratio_p50(),
+        "search_s": round(pair.a.wall_s, 3),
+        "search_cpu_s": round(pair.a.cpu_s, 3),
+        "raw_fts5_or_s": round(pair.b.wall_s, 3),
+        "raw_fts5_or_cpu_s": round(pair.b.cpu_s, 3),
     }

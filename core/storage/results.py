@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from memlens.models import Memory
+from memlens.text import QueryTerm, make_snippet
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,6 @@ class Hit:
 
     memory: Memory
     score: float
-    snippet: str
     relevance: float
     retention: float
     bm25: float
@@ -59,6 +60,13 @@ class Hit:
     #: 1-based place among the nearest vectors, None when it was not among them.
     fused: bool = False
     vector_rank: int | None = None
+    #: The query's terms, which :attr:`snippet` highlights.
+    terms: tuple[QueryTerm, ...] = ()
+
+    @cached_property
+    def snippet(self) -> str:
+        """The memory's text around the query's terms, matches in « » (made on first use: many hits are never shown)."""
+        return make_snippet(self.memory.content, self.terms)
 
     def explain(self) -> str:
         """The score in words."""

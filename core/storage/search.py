@@ -4,14 +4,18 @@ Search ranks in five stages, each a function below, with their constants in
 :class:`memlens.config.SearchTuning` (``settings.search``):
 
 1. **candidates** (:meth:`SearchRepository._candidates`): bm25 over FTS5, all query terms first, widened to the
-   rarer terms and then to any term only when that finds too little;
+   rarer terms and then to any term only when that finds too little. How many memories each term matches
+   (:meth:`SearchRepository._match_counts`, one statement) picks the plan (:func:`plan_query`): a stage that
+   cannot find enough is not run at all;
 2. **fusion** (:meth:`SearchRepository._fuse_vectors`, optional): with embeddings, relevance becomes the reciprocal
    rank fusion of the bm25 ranks and the ranks of the nearest stored vectors;
 3. **neighbours** (:meth:`SearchRepository._add_neighbours`): the memories recorded right after and right before a
    strong hit in its session join as context, with a share of its relevance;
 4. **session share** (:func:`add_session_share`): a memory gains a share of its session's summed relevance;
 5. **retention blend** (:func:`blend_retention`): ``(1 - rank_bias) * relevance + rank_bias * retention``, with
-   hits lacking every context tag demoted.
+   hits lacking every context tag demoted. Retention's text part is read from ``memories.text_importance``.
+
+Snippets are made for the returned hits only.
 
 Every read holds the store's read lock (:meth:`StoreContext.read`); the query's embedding, a network call, is
 fetched before the lock is taken.
@@ -35,9 +39,9 @@ from memlens.models import Memory, ts_from_dt
 from memlens.storage.context import StoreContext, resolve_now
 from memlens.storage.filters import MemoryFilter, filter_sql
 from memlens.storage.results import Hit
-from memlens.storage.rows import M_COLUMNS, MEMORY_FIELDS, memories_from_cursor, memory_from_row
+from memlens.storage.rows import M_COLUMNS, memories_from_cursor, memory_from_row
 from memlens.storage.validation import LAYERS, check_count, check_tags
-from memlens.text import QueryTerm, clean_text, make_snippet, match_expression, query_terms
+from memlens.text import QueryTerm, clean_text, match_expression, query_terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,12 +72,20 @@ ID_SORTABLE: dict[str, str] = {
 }
 #: Stored vectors read per pass of the nearest-vector scan: about 30 MB of float32 at 384 dimensions.
 _VECTOR_CHUNK = 20_000
+#: The columns of a search candidate: what ranking reads. The returned hits' full rows are read at the end (a
+#: memory's text and metadata cost more to read than ranking them does). ``text_importance`` is retention's text part.
+CANDIDATE_FIELDS: tuple[str, ...] = (
+    "id", "session_id", "created_at", "importance", "last_accessed_at", "access_count", "tags", "source_confidence", "text_importance",
+)  # fmt: skip
+#: What a candidate column reads in a store from before the column (an older store opened read-only).
+_MISSING_COLUMN = {"text_importance": "ml_text_importance(m.content)", "source_confidence": "1.0"}
 
 
 @dataclass
 class Candidate:
-    """A memory competing for a place in the results: its ``memories`` row by column name, its bm25 (0.0 when it
-    came from vectors or as a neighbour; lower is better) and its relevance so far (1.0 for the best)."""
+    """A memory competing for a place in the results: its candidate row by column name
+    (:data:`CANDIDATE_FIELDS`), its bm25 (0.0 when it came from vectors or as a neighbour; lower is better) and its
+    relevance so far (1.0 for the best)."""
 
     row: Mapping[str, Any]
     bm25: float
@@ -87,8 +99,8 @@ class Candidate:
 
 
 def _named(row: Iterable[Any]) -> dict[str, Any]:
-    """A ``SELECT {M_COLUMNS}`` row by column name."""
-    return dict(zip(MEMORY_FIELDS, row, strict=False))
+    """A candidate row (:data:`CANDIDATE_FIELDS`) by column name."""
+    return dict(zip(CANDIDATE_FIELDS, row, strict=False))
 
 
 def _and(where: list[str]) -> str:
@@ -105,6 +117,19 @@ class SearchRepository:
 
     def __init__(self, ctx: StoreContext) -> None:
         self.ctx = ctx
+        self._columns: str | None = None
+
+    def _candidate_columns(self, conn: db.Connection) -> str:
+        """The select list of :data:`CANDIDATE_FIELDS` over ``memories m``. The text importance is computed from
+        the text only where it is not stored: a row some other writer left NULL, or every row of a store from
+        before schema 9 opened read-only."""
+        if self._columns is None:
+            have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+            columns = [f"m.{name}" if name in have else f"{_MISSING_COLUMN[name]} AS {name}" for name in CANDIDATE_FIELDS]
+            if "text_importance" in have:
+                columns[CANDIDATE_FIELDS.index("text_importance")] = "COALESCE(m.text_importance, ml_text_importance(m.content)) AS text_importance"
+            self._columns = ", ".join(columns)
+        return self._columns
 
     # listings --------------------------------------------------------------------------------------------------
 
@@ -214,25 +239,33 @@ class SearchRepository:
                 return []
             found = initial_relevance(rows, fused)
             self._add_neighbours(conn, found, where, params, limit, tuning)
-        add_session_share(found, rows, tuning)
-        ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
+            add_session_share(found, rows, tuning)
+            ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
+            shown = self._memories(conn, [candidate.row["id"] for _score, candidate, _retention, _penalty in ranked])
         hits: list[Hit] = []
         for score, candidate, retention, penalty in ranked:
-            memory = memory_from_row(candidate.row)
+            memory = shown.get(candidate.row["id"])
+            if memory is None:
+                continue  # forgotten by another process between the statements
             hits.append(
                 Hit(
                     memory,
                     score,
-                    make_snippet(memory.content, terms),
                     candidate.relevance,
                     retention,
                     candidate.bm25,
                     penalty,
                     bool(fused),
                     vector_rank.get(memory.id),
+                    tuple(terms),  # the snippet is made when it is first read
                 )
             )
         return hits
+
+    def _memories(self, conn: db.Connection, ids: list[int]) -> dict[int, Memory]:
+        """The memories with these ids, by id: the full rows of the hits that are returned."""
+        rows = db.select_in(conn, f"SELECT {M_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids)
+        return {memory.id: memory for memory in map(memory_from_row, rows)}
 
     # stage 1: candidates ---------------------------------------------------------------------------------------
 
@@ -248,56 +281,65 @@ class SearchRepository:
         limit: int,
         tuning: SearchTuning,
     ) -> list[tuple[Any, ...]]:
-        """The best ``pool`` bm25 matches passing the filter, best first, as ``SELECT {M_COLUMNS}`` rows with their
-        bm25 appended. A raw query is used as it is; otherwise all terms must match, and only when that finds
-        fewer than ``limit`` is the query widened, first to the rarer terms, then to any term."""
+        """The best ``pool`` bm25 matches passing the filter, best first, as candidate rows
+        (:data:`CANDIDATE_FIELDS`) with their bm25 appended. A raw query is used as it is; otherwise the stages of
+        :func:`plan_query` run in order until one finds at least ``limit``: all terms, the rarer terms, any term."""
         if raw:
             return self._fts_rows(conn, clean_text(query.replace("\x00", " ")), where, params, pool, raw, tuning)
         if not terms:
             return []
-        # The strict query first, widened only when it finds too little: it is also the fast one.
-        rows = self._fts_rows(conn, match_expression(terms, "AND"), where, params, pool, raw, tuning)
-        if len(rows) < limit and len(terms) > 1:
-            # Between AND and OR: OR over the selective terms only. A word found in thousands of memories has a low
-            # idf and rarely decides the top hits, but ranking every one of its matches is what makes an OR query
-            # slow on a large store; it joins the query only if the rest finds too little.
-            selective = [
-                t
-                for t in terms
-                if conn.execute(
-                    "SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT 1 OFFSET ?", (match_expression([t]), tuning.common_term_matches)
-                ).fetchone()
-                is None
-            ]
-            if 0 < len(selective) < len(terms):
-                rows = self._fts_rows(conn, match_expression(selective, "OR"), where, params, pool, raw, tuning) or rows
-            if len(rows) < limit:
-                rows = self._fts_rows(conn, match_expression(terms, "OR"), where, params, pool, raw, tuning) or rows
+        counts = self._match_counts(conn, terms, max(tuning.common_term_matches, limit) + 1) if len(terms) > 1 else []
+        rows: list[tuple[Any, ...]] = []
+        for expression in plan_query(terms, counts, limit, tuning):
+            # A later stage's matches include an earlier one's, so when it finds nothing the earlier found nothing.
+            rows = self._fts_rows(conn, expression, where, params, pool, raw, tuning) or rows
+            if len(rows) >= limit:
+                break
         return rows
+
+    def _match_counts(self, conn: db.Connection, terms: list[QueryTerm], cap: int) -> list[int]:
+        """How many memories (any version, before filters) each term matches, counted up to ``cap``: one statement.
+
+        FTS5 parses each term itself (stems, phrases, CJK prefixes), so a count is exact below the cap. Counting
+        stops at the cap: a common word costs the same as the old "has it more than N matches" probe. (fts5vocab
+        was measured and left: its count for a term reads the term's whole doclist, 10 ms for a common word at
+        200k, and looking a query word up in it needs FTS5's stemmer, which a read-only connection cannot reach.)
+        """
+        one = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
+        sql = "SELECT " + ", ".join([one] * len(terms))
+        args: list[Any] = []
+        for term in terms:
+            args += [term.fts(), cap]
+        try:
+            return list(conn.execute(sql, args).fetchone())
+        except db.sqlite.OperationalError as exc:
+            raise db.classify(exc, self.ctx.path) from exc
 
     def _fts_rows(
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
     ) -> list[tuple[Any, ...]]:
         """The best ``pool`` matches of one FTS5 expression passing the filter, best first, bm25 appended."""
         # Rank inside FTS5 first and read only the best few rows of `memories`: joining every match before the
-        # ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million). Filters
-        # (latest only, unexpired, layer, project) can drop ranked rows, so when fewer than `pool` survive and the
-        # ranked window was full, the query runs again over every match.
+        # ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million). The ranked
+        # window is LEFT JOINed to its rows in one statement: a window row whose memory fails the filters (latest
+        # only, unexpired, layer, project) comes back without it. When fewer than `pool` survive and the window was
+        # full, the query runs again over every match.
         window = pool + pool // 5 + 1  # room for a few rows the filters drop
         # The weights are checked numbers (SearchTuning.from_dict), so formatting them into the SQL is safe.
         weights = f"{float(tuning.title_weight)!r}, {float(tuning.content_weight)!r}, {float(tuning.tags_weight)!r}"
-        ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+        columns = self._candidate_columns(conn)
         filters = _and(where)
+        ranked_sql = (
+            f"SELECT f.score, {columns} FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+            f"WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?) f LEFT JOIN memories m ON m.id = f.rowid{filters}"
+        )
         try:
-            ranked = conn.execute(ranked_sql, (expression, window + 1)).fetchall()
-            if not ranked:
-                return []
-            score = dict(ranked[:window])
-            marks = ",".join("?" * len(score))
-            rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE m.id IN ({marks}){filters}", [*score, *params]).fetchall()
+            ranked = conn.execute(ranked_sql, [expression, window + 1, *params]).fetchall()
+            # Each row is (score, *candidate columns); the memory's id is None when the filters dropped it.
+            rows = [(*r[1:], r[0]) for r in ranked[:window] if r[1] is not None]
             if len(rows) < pool and len(ranked) > window:
                 sql = (
-                    f"SELECT {M_COLUMNS}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+                    f"SELECT {columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
                     f"WHERE memory_fts MATCH ?) f JOIN memories m ON m.id = f.rowid WHERE 1{filters} ORDER BY f.score LIMIT ?"
                 )
                 return [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
@@ -307,8 +349,8 @@ class SearchRepository:
             if raw and not isinstance(err, StoreEnvironmentError):
                 raise QueryError(f"not a valid FTS5 query: {exc}") from None
             raise err from exc
-        # Best first, ties to the lower id as FTS5 returns them; each row carries its bm25 last.
-        return sorted(((*row, score[row[0]]) for row in rows), key=lambda r: (r[-1], r[0]))[:pool]
+        # Best first, ties to the lower id; each row carries its bm25 last.
+        return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
 
     # stage 2: fusion with vectors ------------------------------------------------------------------------------
 
@@ -340,7 +382,7 @@ class SearchRepository:
         extra: list[tuple[Any, ...]] = []
         if missing:
             marks = ",".join("?" * len(missing))
-            by_id = {r[0]: r for r in conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE m.id IN ({marks})", missing)}
+            by_id = {r[0]: r for r in conn.execute(f"SELECT {self._candidate_columns(conn)} FROM memories m WHERE m.id IN ({marks})", missing)}
             extra = [(*by_id[memory_id], 0.0) for memory_id in missing if memory_id in by_id]
         fused: dict[int, float] = {}
         for rank, row in enumerate(rows, start=1):
@@ -400,6 +442,7 @@ class SearchRepository:
         memory before it sets it up. A share is at most 1, so a neighbour never outranks the hit that brought it in.
         """
         filters = _and(where)
+        columns = self._candidate_columns(conn)
         steps = ((">", "ASC", tuning.next_turn_share), ("<", "DESC", tuning.previous_turn_share))
         # The best hits and their relevance as they are now: a share given below must not feed further shares.
         best = [(c.row, c.relevance) for c in sorted(found.values(), key=lambda c: -c.relevance)[: min(limit, tuning.candidate_pool)]]
@@ -409,7 +452,7 @@ class SearchRepository:
                 continue
             for op, order, share in steps:
                 neighbour = conn.execute(
-                    f"SELECT {M_COLUMNS} FROM memories m WHERE m.session_id = ? AND (m.created_at, m.id) {op} (?, ?)"
+                    f"SELECT {columns} FROM memories m WHERE m.session_id = ? AND (m.created_at, m.id) {op} (?, ?)"
                     f"{filters} ORDER BY m.created_at {order}, m.id {order} LIMIT 1",
                     [session, row["created_at"], row["id"], *params],
                 ).fetchone()
@@ -420,6 +463,33 @@ class SearchRepository:
                     found[neighbour[0]] = Candidate(_named(neighbour), 0.0, share * relevance)
                 elif share * relevance > known.relevance:
                     known.relevance = share * relevance
+
+
+# stage 1's plan -------------------------------------------------------------------------------------------------
+
+
+def plan_query(terms: list[QueryTerm], counts: list[int], limit: int, tuning: SearchTuning) -> list[str]:
+    """The FTS5 expressions stage 1 tries, in order, each run only while the ones before found fewer than
+    ``limit``: all terms (AND), then OR over the selective terms (those matching at most ``common_term_matches``
+    memories), then OR over every term. ``counts`` are the terms' match counts (:meth:`SearchRepository._match_counts`,
+    exact below the cap; empty for a single term).
+
+    A stage that cannot find ``limit`` is left out, which changes nothing but time: AND finds at most the rarest
+    term's count, OR over the selective terms at most their summed counts, and a later stage's matches include an
+    earlier stage's. A word found in thousands of memories has a low idf and rarely decides the top hits, but
+    ranking every one of its matches is what makes an OR query slow on a large store; it joins the query only if
+    the rest finds too little.
+    """
+    if len(terms) < 2:
+        return [match_expression(terms, "AND")]
+    plan: list[str] = []
+    if min(counts) >= limit:
+        plan.append(match_expression(terms, "AND"))
+    selective = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= tuning.common_term_matches]
+    if 0 < len(selective) < len(terms) and sum(n for _t, n in selective) >= limit:
+        plan.append(match_expression([t for t, _n in selective], "OR"))
+    plan.append(match_expression(terms, "OR"))
+    return plan
 
 
 # stages 1-2 to 3: relevance ------------------------------------------------------------------------------------
@@ -481,14 +551,15 @@ def blend_retention(
         relevance, row = candidate.relevance, candidate.row
         if (1.0 - bias) * relevance + bias < kth_best:
             break  # even a perfect retention score could not lift this one (or any after it) into the results
-        # Scored from the raw row; only the returned hits become Memory objects (with snippets).
+        # Scored from the candidate row; only the returned hits are read in full and become Memory objects.
         retention = decay.composite_score_at(
-            content=row["content"],
+            content="",  # not read: the text part comes stored (or computed in SQL) as text_importance
             importance=row["importance"],
             last_accessed=row["last_accessed_at"],
             access_count=row["access_count"],
             now=now,
             config=config,
+            semantic=row["text_importance"],
         )
         score = (1.0 - bias) * relevance + bias * retention
         # Only a resolved conflict lowers source_confidence under 0.5 (every origin starts at 0.7 or more): the
