@@ -33,7 +33,7 @@ from memlens.gui.live_view import LiveView
 from memlens.gui.memory_model import MemoryQuery, MemoryTableModel
 from memlens.gui.memory_table import MemoryPage, MemoryTable
 from memlens.gui.operations import OpChanges
-from memlens.gui.operations.consolidation_schedule import plan_consolidation_timer, start_scheduled_consolidation
+from memlens.gui.operations.consolidation_schedule import ScheduledConsolidation
 from memlens.gui.operations.edit import open_edit_dialog, open_new_memory_dialog, update_memory
 from memlens.gui.operations.forget import ask_to_forget
 from memlens.gui.operations.lifecycle import (
@@ -226,10 +226,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.scheduler.sweep_due.connect(self.run_sweep)
         self.scheduler.countdown.connect(lambda seconds: self.status.show_countdown(seconds if self.path is not None else None))
         self.scheduler.paused_changed.connect(self._paused_changed)
-        self.scheduler.consolidation_due.connect(self.run_scheduled_consolidation)
-        self.scheduler.consolidation_countdown.connect(lambda s: self.status.show_consolidation_countdown(s if self.path is not None else None))
-        self.status.consolidation_run_now.triggered.connect(self.scheduler.run_consolidation_now)
-        self.status.consolidation_pause.triggered.connect(self.toggle_consolidation_pause)
+        self.scheduled_consolidation = ScheduledConsolidation(self)  # its timer, countdown, pause and run now
         self.live = LiveView(lambda: self.reader, self.live_label, self.clock, self.prefs.live_poll_ms, self)
         self.live.changed.connect(self.refresh_all)
         self.live_timer = self.live.live_timer
@@ -323,7 +320,6 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.refresher.check_expiries()  # the baseline for the strength ticks
         self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
         self.scheduler.start(paused=self.prefs.sweeps_paused)
-        self.plan_consolidation()
         self.refresher.refresh_sweep_marks()  # for the sweep the timer now schedules
         self.say(f"Opened {path}", 5000)
         self.store_opened.emit(str(path))
@@ -491,9 +487,6 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
 
     def use_store_settings(self, settings: StoreSettings) -> None:
         """Use the store's settings just read (decay for strengths, the forget threshold for the bars)."""
-        if self.store_settings is not None and self.store_settings.consolidation != settings.consolidation:
-            self.store_settings = settings
-            self.plan_consolidation()  # the schedule changed (here or in another process)
         self.store_settings = settings
         self.model.decay_config = settings.decay
         self.strength_delegate.threshold = settings.decay.forget_threshold
@@ -642,24 +635,6 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.act_pause.setChecked(paused)
         self.act_pause.setIcon(icon("play" if paused else "pause"))
         self.act_pause.setText("Resume &Automatic Sweeps" if paused else "Pause &Automatic Sweeps")
-
-    def plan_consolidation(self) -> None:
-        """Set the consolidation timer from the store's opt-in schedule (stopped while it is off)."""
-        schedule = self.store_settings.consolidation if self.store_settings is not None else None
-        if self.path is None or schedule is None or not schedule.enabled:
-            self.scheduler.set_consolidation(None)
-            return
-        plan_consolidation_timer(self, self.scheduler, interval_hours=schedule.interval_hours, paused=self.prefs.consolidation_paused)
-
-    def run_scheduled_consolidation(self, force: bool = False) -> None:
-        """Consolidate in the background if due (``force``: "run now", whenever anything is waiting)."""
-        start_scheduled_consolidation(self, force=force, llm_config=self.llm_config, finished=lambda _result: self.plan_consolidation())
-
-    def toggle_consolidation_pause(self) -> None:
-        """Pause or resume scheduled consolidation in this app."""
-        self.scheduler.toggle_consolidation_pause()
-        self.prefs.consolidation_paused = self.scheduler.is_consolidation_paused()
-        self.prefs.save(self.settings)
 
     def llm_config(self) -> tuple[LLMConfig | None, str]:
         """The LLM endpoint from Settings (else the MEMLENS_LLM_* environment), and a sentence saying which is used."""

@@ -227,9 +227,16 @@ def test_the_app_runs_the_schedule_with_a_countdown_pause_and_run_now(qtbot, mak
 def test_the_app_shows_no_consolidation_timer_while_the_schedule_is_off(qtbot, make_window, tmp_path: Path):
     from gui_support import NOW
 
-    window = make_window(scheduled_store(tmp_path / "s.db", NOW, enabled=False))
+    path = scheduled_store(tmp_path / "s.db", NOW, enabled=False)
+    window = make_window(path)
     assert not window.scheduler.consolidation_timer.isActive() and window.scheduler.seconds_to_consolidation() is None
     assert not window.status.consolidation_button.isVisible()
+    # Turned on in another process (memlens consolidate --schedule on): the app notices and starts the timer.
+    with MemoryStore.open(path) as store:
+        store.configure({"consolidation": {"enabled": True}}, now=NOW)
+    qtbot.waitUntil(lambda: window.status.consolidation_button.isVisible(), timeout=15000)
+    qtbot.waitUntil(lambda: audit_triggers(path) == ["schedule"], timeout=15000)
+    qtbot.waitUntil(lambda: not window.tasks.is_busy())
 
 
 def test_the_settings_dialog_edits_the_schedule(qtbot, tmp_path: Path):
