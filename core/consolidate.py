@@ -570,7 +570,9 @@ def _write_knowledge(store: MemoryStore, conn: Connection, item: _Knowledge, sou
                 store.memories.link(conn, same, source, "derives", ts)
             report.reinforced.append(same)
         return
-    match = supersede.find_best(conn, tokens, layer=item.layer, project=item.project, probe_threshold=settings.supersede_threshold, now=ts)
+    match = supersede.find_best(
+        conn, tokens, layer=item.layer, project=item.project, probe_threshold=settings.supersede_threshold, now=ts, postings=store.ctx.postings
+    )
     if match is not None:
         backed = {r[0] for r in conn.execute("SELECT dst_id FROM relations WHERE src_id = ? AND kind = 'derives'", (match.memory_id,))}
         if set(sources) <= backed:

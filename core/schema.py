@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
@@ -290,4 +290,18 @@ _V7 = [
     "CREATE INDEX IF NOT EXISTS conflicts_by_older ON conflicts(older_id)",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7)]
+# Version 8: the order in which memories joined and left the supersede index (see core/supersede_postings.py), so a
+# process holding the index in memory can catch up with what other processes committed. Ids and a random tag only,
+# never text; a NULL memory id stands for "too many to list" (the reader rebuilds its copy). Old rows are pruned.
+_V8 = [
+    """
+    CREATE TABLE IF NOT EXISTS similarity_changes (
+        seq       INTEGER PRIMARY KEY,
+        memory_id INTEGER,
+        latest    INTEGER NOT NULL,
+        tag       INTEGER NOT NULL DEFAULT (random())
+    )
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8)]

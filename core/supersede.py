@@ -10,9 +10,16 @@ index holds every token of every latest memory, so we may pick the rarest tokens
 ``token_stats``) as that prefix: the candidates are exactly the memories holding one of them, and the real
 Jaccard is then computed for each survivor of a cheap upper bound. The answer equals a full scan's.
 
-Speed at a million: probing a few tokens past the prefix, and counting how many probed tokens each candidate
-holds (numpy over the postings), bounds a candidate's similarity by (hits + unprobed tokens) / |x| before its row
-is read, which discards nearly all of them; only the few left are looked up and compared.
+Speed at a million: the postings are read from a copy of the index held in memory
+(:class:`memlens.supersede_postings.SimilarityPostings`, one per open store, checked against the store's change log
+on every call so that writes by other connections and processes, and rollbacks, are seen; see that module for the
+design). Probing a few tokens past the prefix, and counting how many probed tokens each candidate holds (numpy over
+the postings), bounds a candidate's similarity by (hits + unprobed tokens) / |x| before its row is read, which
+discards nearly all of them; only the few left are looked up and compared.
+
+Writers: whatever makes a memory latest or stops it being latest calls :func:`index_latest`,
+:func:`index_latest_many` (bulk, e.g. an import, also in a deferred pass after the rows are inserted) or
+:func:`unindex_latest`, inside the same transaction; they keep the FTS5 index, the token counts and the change log.
 """
 
 from __future__ import annotations
@@ -31,11 +38,17 @@ if TYPE_CHECKING:
 
     # A type only: callers hand over their connection, so this module needs nothing of the storage layer.
     from memlens.db import Connection
+    from memlens.supersede_postings import SimilarityPostings
 
 #: Layers whose memories are knowledge that can go stale; working observations and episodes are records of
 #: events and are never superseded.
 SUPERSEDING_LAYERS = ("semantic", "procedural")
 _CHUNK = 500
+#: Rows of ``similarity_changes`` kept; older ones are pruned now and then (a reader that far behind rebuilds).
+CHANGES_KEPT = 100_000
+#: One index_latest_many call with at least this many memories logs a single "rebuild" row instead of one each.
+BULK_RESET = 10_000
+_PRUNE_EVERY = 1024
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,22 @@ def keys_text(tokens: Iterable[str]) -> str:
     return " ".join(sorted({token_key(t) for t in tokens}))
 
 
+def log_changes(conn: Connection, memory_ids: Sequence[int], latest: bool) -> None:
+    """Record in ``similarity_changes``, inside the caller's transaction, that these memories joined (``latest``)
+    or left the supersede index, so that every in-memory copy of it catches up (see memlens.supersede_postings)."""
+    if not memory_ids:
+        return
+    if len(memory_ids) >= BULK_RESET:
+        conn.execute("INSERT INTO similarity_changes(memory_id, latest) VALUES (NULL, ?)", (int(latest),))
+        added = 1
+    else:
+        conn.executemany("INSERT INTO similarity_changes(memory_id, latest) VALUES (?, ?)", [(m, int(latest)) for m in memory_ids])
+        added = len(memory_ids)
+    top = conn.execute("SELECT MAX(seq) FROM similarity_changes").fetchone()[0]
+    if top // _PRUNE_EVERY != (top - added) // _PRUNE_EVERY:
+        conn.execute("DELETE FROM similarity_changes WHERE seq <= ?", (top - CHANGES_KEPT,))
+
+
 def index_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> None:
     """Add a memory that just became latest to the supersede index and the token counts."""
     if not tokens:
@@ -64,6 +93,7 @@ def index_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> No
         "INSERT INTO token_stats(key, df) VALUES (?, 1) ON CONFLICT(key) DO UPDATE SET df = df + 1",
         [(k,) for k in text.split()],
     )
+    log_changes(conn, [memory_id], True)
 
 
 def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]]]) -> None:
@@ -81,6 +111,7 @@ def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]
         "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = df + excluded.df",
         list(counts.items()),
     )
+    log_changes(conn, [memory_id for memory_id, _ in payload], True)
 
 
 def unindex_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> None:
@@ -92,6 +123,7 @@ def unindex_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> 
     keys = [(k,) for k in text.split()]
     conn.executemany("UPDATE token_stats SET df = df - 1 WHERE key = ?", keys)
     conn.executemany("DELETE FROM token_stats WHERE key = ? AND df <= 0", keys)
+    log_changes(conn, [memory_id], False)
 
 
 def _min_hits(size: int, rest: int, per_hit: int, threshold: float) -> int | None:
@@ -122,52 +154,69 @@ def find_best(
     probe_threshold: float,
     now: float,
     exclude: Iterable[int] = (),
+    postings: SimilarityPostings | None = None,
 ) -> Match | None:
     """The latest memory most similar to ``tokens`` with similarity > ``probe_threshold``, or None.
 
-    Ties go to the most recent memory (the higher id). Exact: equal to :func:`brute_force_best`.
+    Ties go to the most recent memory (the higher id). Exact: equal to :func:`brute_force_best` as ``conn`` sees
+    the store now. ``postings`` is the store's in-memory index (``StoreContext.postings``); without it one is built
+    for this call alone (right for a one-off, far too slow for a loop over a large store).
     """
     if layer not in SUPERSEDING_LAYERS or not tokens:
         return None
+    import numpy as np
+
+    from memlens.supersede_postings import SimilarityPostings, key_number
+
+    if postings is None:
+        postings = SimilarityPostings()
+    postings.sync(conn)
     excluded = set(exclude)
     size = len(tokens)
     prefix_len = size - _min_overlap(size, probe_threshold) + 1
-    by_key: dict[str, list[str]] = {}
+    by_key: dict[int, list[str]] = {}
     for tok in tokens:
-        by_key.setdefault(token_key(tok), []).append(tok)
-    keys = list(by_key)
-    df: dict[str, int] = {}
-    for i in range(0, len(keys), _CHUNK):
-        chunk = keys[i : i + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        df.update(conn.execute(f"SELECT key, df FROM token_stats WHERE key IN ({marks})", chunk).fetchall())
+        by_key.setdefault(key_number(token_key(tok)), []).append(tok)
+    df = {k: postings.doc_frequency(k) for k in by_key}
+    key_of = {tok: k for k, toks in by_key.items() for tok in toks}
     # The rarest tokens first; a token nobody else holds costs nothing to probe.
-    ordered = sorted(tokens, key=lambda t: (df.get(token_key(t), 0), t))
+    ordered = sorted(tokens, key=lambda t: (df[key_of[t]], t))
     # A key may stand for more than one token (a hash collision): each hit counts as that many shared tokens.
     per_hit = max(len(toks) for toks in by_key.values())
-    import numpy as np
 
-    postings: list[np.ndarray] = []
-    probed: set[str] = set()
+    found_lists: list[np.ndarray] = []
+    probed: set[int] = set()
 
     def probe(token: str) -> None:
-        key = token_key(token)
-        if key in probed or df.get(key, 0) == 0:
+        key = key_of[token]
+        if key in probed or df[key] == 0:
             return
         probed.add(key)
-        # One string per key, parsed by numpy: a million-row store returns tens of thousands of ids per call.
-        (joined,) = conn.execute("SELECT group_concat(rowid) FROM similarity_index WHERE similarity_index MATCH ?", (key,)).fetchone()
-        if joined:
-            postings.append(np.fromstring(joined, dtype=np.int64, sep=","))
+        found_lists.append(postings.holders(key))
 
     def counted() -> tuple[np.ndarray, np.ndarray]:
-        """Each id found, and how many probed keys found it."""
-        if not postings:
+        """Each id found (still in the index), and how many probed keys found it."""
+        if not found_lists:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        found = np.concatenate(postings)
+        found = np.concatenate(found_lists)
         found.sort(kind="stable")  # the postings are sorted runs: a merge sort is several times faster here
         starts = np.flatnonzero(np.concatenate(([True], found[1:] != found[:-1])))
-        return found[starts], np.diff(np.append(starts, len(found)))
+        ids, counts = found[starts], np.diff(np.append(starts, len(found)))
+        alive = postings.alive(ids)
+        return ids[alive], counts[alive]
+
+    def passing(ids: np.ndarray, counts: np.ndarray, probed_count: int) -> np.ndarray:
+        """Which candidates could still pass, without their rows: a memory holding k distinct keys holds at least k
+        tokens, so its similarity is at most overlap / (size + k - overlap), overlap bounded as below."""
+        least = _min_hits(size, size - probed_count, per_hit, probe_threshold)
+        if least is None:
+            return np.zeros(len(ids), dtype=np.bool_)
+        overlap = np.minimum(counts * per_hit + (size - probed_count), size)
+        union = size + postings.key_counts(ids) - overlap
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # A hair below the threshold: a float rounding here must never drop what the exact check would keep.
+            tight = (union <= 0) | (overlap / np.maximum(union, 1) > probe_threshold - 1e-9)
+        return (counts >= least) & tight
 
     for tok in ordered[:prefix_len]:
         probe(tok)
@@ -179,9 +228,8 @@ def find_best(
     # the next token is cheaper than the lookups it can save.
     probed_count = prefix_len
     while probed_count < size and len(ids):
-        least = _min_hits(size, size - probed_count, per_hit, probe_threshold)
-        kept = int(np.count_nonzero(counts >= least)) if least is not None else 0
-        if df.get(token_key(ordered[probed_count]), 0) >= 16 * kept:
+        kept = int(np.count_nonzero(passing(ids, counts, probed_count)))
+        if df[key_of[ordered[probed_count]]] >= 16 * kept:
             break
         probe(ordered[probed_count])
         probed_count += 1
@@ -190,8 +238,9 @@ def find_best(
     least = _min_hits(size, rest, per_hit, probe_threshold)
     if least is None or not len(ids):
         return None
-    # Exact without the row: similarity <= overlap / size (the other memory holds at least the overlap).
-    mask = counts >= least
+    # Exact without the row: similarity <= overlap / size (the other memory holds at least the overlap), and the
+    # tighter bound with the other memory's key count (see passing).
+    mask = passing(ids, counts, probed_count)
     hits = {mid: h for mid, h in zip(ids[mask].tolist(), counts[mask].tolist(), strict=True) if mid not in excluded}
     candidate_ids = sorted(hits)
     if not candidate_ids:

@@ -1,7 +1,13 @@
-"""remember() with supersede detection against a brute-force Jaccard scan, and the agreement of their decisions."""
+"""remember() with exact supersede against a brute-force Jaccard scan, find_best's answers against an exact scan on
+every probe, and what the in-memory postings cost (build time, resident memory).
+
+Probes: a third near-duplicates of stored knowledge (they supersede), a third stored texts with a fifth to two
+fifths of their words replaced (most land in the advisory 0.4-0.7 band: "similar to"), a third new texts.
+"""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,7 +16,7 @@ import numpy as np
 
 from memlens.bench.generator import EPOCH, Generator
 from memlens.bench.scan import ExactScan
-from memlens.bench.timing import summary_ms, timed
+from memlens.bench.timing import clock, interleaved, summary_ms, timed
 from memlens.models import ts_from_dt
 from memlens.store import MemoryStore
 from memlens.supersede import brute_force_best, find_best
@@ -19,9 +25,18 @@ from memlens.text import similarity_tokens
 Probe = tuple[str, str, str | None]  # text, layer, project
 
 
+def _band_edit(gen: Generator, text: str, rng: np.random.Generator) -> str:
+    """``text`` with 20-40% of its words replaced by vocabulary words: Jaccard about (1 - r) / (1 + r), 0.43-0.67."""
+    words = text.rstrip(".").split()
+    share = float(rng.uniform(0.2, 0.4))
+    for where in rng.choice(len(words), size=max(1, round(len(words) * share)), replace=False):
+        words[int(where)] = gen.words[int(gen._word_ids(rng, 1)[0])]
+    return " ".join(words) + "."
+
+
 def probes(store: MemoryStore, gen: Generator, count: int, salt: int = 11) -> list[Probe]:
-    """``count`` texts to remember: half near-duplicates of stored knowledge (they supersede or come close),
-    half new texts, each with a stored memory's layer and project."""
+    """``count`` texts to remember, each with a stored knowledge memory's layer and project: in turn a
+    near-duplicate of it, a band edit of it (see the module docstring), and a new text."""
     rng = np.random.default_rng([gen.seed, salt])
     top = store.conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
     fresh = gen.fresh_texts(count, salt=salt)
@@ -35,16 +50,28 @@ def probes(store: MemoryStore, gen: Generator, count: int, salt: int = 11) -> li
         if row is None:
             continue
         content, layer, project = row
-        text = gen.edit(content, rng) if len(out) % 2 == 0 else fresh[len(out)]
+        kind = len(out) % 3
+        text = gen.edit(content, rng) if kind == 0 else _band_edit(gen, content, rng) if kind == 1 else fresh[len(out)]
         out.append((text, layer, project))
     return out
 
 
-def run(path: Path, gen: Generator, *, sample: int = 1000, remember_calls: int = 200, scan_calls: int = 10) -> dict[str, Any]:
+def _rss_bytes() -> int:
+    """This process's resident memory now (not its peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def run(path: Path, gen: Generator, *, sample: int = 1000, remember_calls: int = 1000, scan_calls: int = 10) -> dict[str, Any]:
     """Time find_best and remember() on ``path`` (which is changed: use a copy) against the brute-force scan.
 
-    Decisions (supersede / similar / new, and the target) are compared on ``sample`` probes with an exact full
-    scan, itself checked against ``brute_force_best`` on the ``scan_calls`` probes timed with it.
+    Every one of the ``sample`` probes is answered by find_best and by an exact full scan (numpy over every latest
+    memory), compared as (memory id, similarity); the scan is itself checked against ``brute_force_best`` on the
+    first ``scan_calls`` probes, interleaved with find_best for the speed ratio. Then ``remember_calls`` probes are
+    remembered (each may supersede or link, so the store changes as it goes).
     """
     now = EPOCH + timedelta(days=1)
     now_ts = ts_from_dt(now)
@@ -54,6 +81,10 @@ def run(path: Path, gen: Generator, *, sample: int = 1000, remember_calls: int =
         checks = probes(store, gen, sample)
         latest = store.conn.execute("SELECT COUNT(*) FROM memories WHERE is_latest = 1").fetchone()[0]
         scan, scan_build = timed(lambda: ExactScan(store.conn))
+        postings = store.ctx.postings
+        rss_before = _rss_bytes()
+        _, build = clock(lambda: postings.sync(store.conn))
+        rss_postings = _rss_bytes() - rss_before
 
         def decision(match: tuple[int, float] | None) -> tuple[str, int | None]:
             if match is None:
@@ -61,48 +92,63 @@ def run(path: Path, gen: Generator, *, sample: int = 1000, remember_calls: int =
             return ("supersede" if match[1] > settings.supersede_threshold else "similar", match[0])
 
         find_times: list[float] = []
+        find_cpu: list[float] = []
         agree = 0
         actions = {"supersede": 0, "similar": 0, "new": 0}
         disagreements: list[dict[str, Any]] = []
         for text, layer, project in checks:
             tokens = similarity_tokens(text)
-            fast, seconds = timed(lambda: find_best(store.conn, tokens, layer=layer, project=project, probe_threshold=probe_threshold, now=now_ts))  # noqa: B023
-            find_times.append(seconds)
+            fast, sample_time = clock(lambda: find_best(store.conn, tokens, layer=layer, project=project, probe_threshold=probe_threshold, now=now_ts, postings=postings))  # noqa: B023
+            find_times.append(sample_time.wall)
+            find_cpu.append(sample_time.cpu)
             exact = scan.best(tokens, layer=layer, project=project, probe_threshold=probe_threshold, now=now_ts)
-            mine = decision((fast.memory_id, fast.similarity) if fast else None)
-            theirs = decision(exact)
-            actions[theirs[0]] += 1
-            if mine == theirs:
+            mine = (fast.memory_id, fast.similarity) if fast else None
+            actions[decision(exact)[0]] += 1
+            if mine == exact:
                 agree += 1
             elif len(disagreements) < 5:
-                disagreements.append({"text": text[:80], "find_best": mine, "scan": theirs})
+                disagreements.append({"text": text[:80], "find_best": mine, "scan": exact})
 
-        scan_times: list[float] = []
+        oracle = checks[:scan_calls]
+        oracle_tokens = [similarity_tokens(t) for t, _, _ in oracle]
+
+        def fast_call(i: int) -> Any:
+            return find_best(store.conn, oracle_tokens[i], layer=oracle[i][1], project=oracle[i][2], probe_threshold=probe_threshold, now=now_ts, postings=postings)
+
+        def slow_call(i: int) -> Any:
+            return brute_force_best(store.conn, oracle_tokens[i], layer=oracle[i][1], project=oracle[i][2], probe_threshold=probe_threshold, now=now_ts)
+
+        pair = interleaved(fast_call, slow_call, rounds=len(oracle))
         oracle_ok = 0
-        for text, layer, project in checks[:scan_calls]:
-            tokens = similarity_tokens(text)
-            slow, seconds = timed(lambda: brute_force_best(store.conn, tokens, layer=layer, project=project, probe_threshold=probe_threshold, now=now_ts))  # noqa: B023
-            scan_times.append(seconds)
-            exact = scan.best(tokens, layer=layer, project=project, probe_threshold=probe_threshold, now=now_ts)
-            oracle_ok += decision((slow.memory_id, slow.similarity) if slow else None) == decision(exact)
+        for i, slow in enumerate(pair.b.results):
+            exact = scan.best(oracle_tokens[i], layer=oracle[i][1], project=oracle[i][2], probe_threshold=probe_threshold, now=now_ts)
+            oracle_ok += ((slow.memory_id, slow.similarity) if slow else None) == exact
 
-        remember_times: list[float] = []
+        remember_wall: list[float] = []
+        remember_cpu: list[float] = []
         superseded = 0
         for text, layer, project in checks[:remember_calls]:
-            memory, seconds = timed(lambda: store.remember(text, layer=layer, project=project, now=now))  # noqa: B023
-            remember_times.append(seconds)
+            memory, sample_time = clock(lambda: store.remember(text, layer=layer, project=project, now=now))  # noqa: B023
+            remember_wall.append(sample_time.wall)
+            remember_cpu.append(sample_time.cpu)
             superseded += memory.parent_id is not None
-    remember = summary_ms(remember_times)
-    scan_summary = summary_ms(scan_times)
+        stats = postings.stats()
+    remember = summary_ms(remember_wall, remember_cpu)
+    scan_summary = pair.b.summary()
     return {
         "latest_memories": latest,
         "remember": remember,
-        "find_best": summary_ms(find_times),
+        "find_best": summary_ms(find_times, find_cpu),
         "brute_force_scan": scan_summary,
         "speedup_p50": round(scan_summary["p50_ms"] / remember["p50_ms"], 1) if remember["p50_ms"] else None,
+        "find_best_vs_scan_interleaved_p50": pair.ratio_p50(),
         "agreement": {"sample": len(checks), "identical": agree, "rate": round(agree / len(checks), 4) if checks else None,
-                      "decisions": actions, "examples_of_disagreement": disagreements},
-        "oracle_checked_against_brute_force": {"probes": len(scan_times), "identical": oracle_ok},
+                      "decisions": actions, "band_share": round(actions["similar"] / len(checks), 3) if checks else None,
+                      "examples_of_disagreement": disagreements},
+        "oracle_checked_against_brute_force": {"probes": len(oracle), "identical": oracle_ok},
         "oracle_build_s": round(scan_build, 2),
+        "postings": {"build_s": round(build.wall, 3), "build_cpu_s": round(build.cpu, 3), "rss_mb": round(rss_postings / 2**20, 1),
+                     "array_mb": round(stats["bytes"] / 2**20, 1), "keys": stats["keys"], "postings": stats["postings"],
+                     "builds": stats["builds"]},
         "remember_superseded": superseded,
     }

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlens import db
 from memlens.config import StoreSettings
@@ -26,6 +26,9 @@ from memlens.errors import InvalidInput, MemlensError
 from memlens.models import ts_from_dt
 from memlens.storage import audit_seal
 from memlens.storage.validation import check_time
+
+if TYPE_CHECKING:
+    from memlens.supersede_postings import SimilarityPostings
 
 #: The hash an audit chain starts from.
 GENESIS_HASH = "0" * 64
@@ -189,6 +192,7 @@ class StoreContext:
         self.settings = self.load_settings()
         self._audited = False
         self._erasure_done = False
+        self._postings: SimilarityPostings | None = None
         if not readonly:
             self.finish_erasure(only_if_pending=True)
 
@@ -212,6 +216,17 @@ class StoreContext:
                 self.finish_erasure()
             self._conn.close()
             self._conn = None
+            self._postings = None
+
+    @property
+    def postings(self) -> SimilarityPostings:
+        """The store's supersede index held in memory, for :func:`memlens.supersede.find_best`. Made on first use
+        and filled on the first search (opening a store builds nothing, and loads no numpy); use it under the lock."""
+        if self._postings is None:
+            from memlens.supersede_postings import SimilarityPostings
+
+            self._postings = SimilarityPostings()
+        return self._postings
 
     @contextmanager
     def read(self) -> Iterator[db.Connection]:

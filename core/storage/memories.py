@@ -185,6 +185,7 @@ class MemoryRepository:
                 project=project,
                 probe_threshold=self.ctx.settings.advisory_threshold,
                 now=ts,
+                postings=self.ctx.postings,
             )
         superseding = supersede_id is not None or (match is not None and match.similarity > self.ctx.settings.supersede_threshold)
         if session_id is not None:
@@ -589,7 +590,9 @@ class MemoryRepository:
         s = self.ctx.settings
         project = check_optional_name(project, "project")
         with self.ctx.read() as conn:
-            match = supersede.find_best(conn, tokens, layer=layer_name, project=project, probe_threshold=s.advisory_threshold, now=ts_from_dt(now))
+            match = supersede.find_best(
+                conn, tokens, layer=layer_name, project=project, probe_threshold=s.advisory_threshold, now=ts_from_dt(now), postings=self.ctx.postings
+            )
             target = self.get_in(conn, match.memory_id) if match is not None else None
         if match is None:
             return SupersedePreview("new", None, 0.0, s.supersede_threshold, s.advisory_threshold, only_new=tuple(sorted(tokens)))

@@ -1,0 +1,268 @@
+"""The supersede index held in memory: which latest memories hold each similarity-token key.
+
+:func:`memlens.supersede.find_best` needs, for a handful of token keys, every latest memory holding each of them.
+Read from the FTS5 ``similarity_index`` that costs 11-16 ms at a million memories (tens of thousands of ids through
+``group_concat`` per call); held here as numpy arrays it costs well under a millisecond.
+
+Shape: a CSR snapshot (``keys`` sorted key numbers, ``offsets`` into ``ids``, each key's memory ids sorted) built
+from the FTS5 index itself through ``fts5vocab`` (seconds at a million, instead of a minute re-tokenising every
+text), plus a small delta of memories that joined since (their keys computed from their text) and a ``dead`` mask
+of snapshot memories that left. When the delta and the mask grow past :data:`COMPACT_SHARE` of the snapshot, the
+next use builds a new snapshot. Nothing is built until the first :meth:`SimilarityPostings.sync`, so opening a store
+(GUI, CLI, an agent's hook) costs nothing.
+
+Correct across processes and transactions (the design, and why): the copy is a *cache* checked on every use, never
+updated in place by a write. Every write to the supersede index goes through ``memlens.supersede``'s
+``index_latest``/``index_latest_many``/``unindex_latest``, and each of them appends to the ``similarity_changes``
+table (schema 8) in the writer's own transaction: which memory joined (1) or left (0) the index, in order, with a
+random tag. Before answering, :meth:`sync` reads the newest row (one indexed lookup): unchanged means the copy is
+current; otherwise it replays the rows after the one it last applied. That covers every case with one mechanism:
+
+* another connection or process committed: its rows are visible now, and replayed;
+* this connection's own uncommitted writes: visible to this connection, so replayed; find_best inside the same
+  transaction then sees what brute force would see;
+* a transaction (or savepoint) rolled back after the copy applied its rows: the row the copy last applied is gone,
+  or its seq was reused with a different random tag, so the copy is rebuilt. Nothing wrong survives a rollback.
+
+Updating the arrays from inside ``index_latest`` instead would need a commit/rollback hook to stay right, and still
+not see other processes; ``PRAGMA data_version`` alone would say *that* another process wrote, not *what*.
+
+Replay is idempotent and never needs the keys a memory had when it left: a memory that joined gets the keys of its
+current text (text never changes in place; were it to, an extra key only adds a candidate whose real similarity is
+then computed), and a memory that left is masked out. So the copy may be read at a later moment than the log head
+it records without harm. Memories that left are also filtered by the candidate check's ``is_latest = 1``; the
+copy may therefore hold more than the index, never less, which is all exactness needs.
+
+Writers prune the log beyond ``memlens.supersede.CHANGES_KEPT`` rows; a reader further behind than that (or than
+:data:`REPLAY_LIMIT`) rebuilds. A bulk write of ``memlens.supersede.BULK_RESET`` or more memories logs one NULL row
+("everything may have changed") instead of one row each.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memlens.text import similarity_tokens, token_key
+
+if TYPE_CHECKING:
+    from memlens.db import Connection
+
+#: A reader replays at most this many log rows; more and a fresh snapshot is cheaper (the log keeps more:
+#: :data:`memlens.supersede.CHANGES_KEPT`).
+REPLAY_LIMIT = 20_000
+#: Delta plus dead entries beyond this share of the snapshot's memories (and at least COMPACT_MIN) rebuild it.
+COMPACT_SHARE = 0.05
+COMPACT_MIN = 20_000
+_VOCAB = "temp.memlens_similarity_vocab"
+_VOCAB_ROWS = "temp.memlens_similarity_vocab_rows"
+
+
+def key_number(key: str) -> int:
+    """The integer a token key (``"k"`` + 12 hex digits, see :func:`memlens.text.token_key`) is held as."""
+    return int(key[1:], 16)
+
+
+def _keys_of(text: str) -> np.ndarray:
+    return np.array(sorted({key_number(token_key(t)) for t in similarity_tokens(text)}), dtype=np.int64)
+
+
+class SimilarityPostings:
+    """The supersede index of one open store, in memory (see the module docstring). Not thread-safe by itself:
+    the store's lock is held around every use."""
+
+    def __init__(self) -> None:
+        self._head: tuple[int, int] | None = None  # (seq, tag) of the last log row applied; None: nothing built
+        self._keys = np.empty(0, dtype=np.int64)
+        self._offsets = np.zeros(1, dtype=np.int64)
+        self._ids: np.ndarray = np.empty(0, dtype=np.int64)  # int32 while ids fit (see _build)
+        self._dead = np.zeros(0, dtype=np.bool_)  # by memory id: left the index since the snapshot
+        self._key_count = np.zeros(0, dtype=np.uint16)  # by memory id: how many distinct keys it holds
+        self._dead_count = 0
+        self._base_docs = 0
+        self._delta: dict[int, set[int]] = {}  # key number -> ids that joined since the snapshot
+        self._delta_keys: dict[int, np.ndarray] = {}  # id -> its key numbers
+        self.builds = 0  # how many snapshots were built (tests and the benchmark read it)
+
+    # keeping current -------------------------------------------------------------------------------------------
+
+    @property
+    def built(self) -> bool:
+        """Whether a snapshot is held (False until the first :meth:`sync`)."""
+        return self._head is not None
+
+    def sync(self, conn: Connection) -> None:
+        """Bring the copy up to what ``conn`` sees now: nothing to do when the change log's newest row is the one
+        last applied, else replay the rows after it, or build a new snapshot."""
+        row = conn.execute("SELECT seq, tag FROM similarity_changes ORDER BY seq DESC LIMIT 1").fetchone()
+        head = (int(row[0]), int(row[1])) if row else (0, 0)
+        if head == self._head:
+            return
+        if self._head is None or not self._can_replay(conn, head[0]):
+            self._build(conn)
+            return
+        rows = conn.execute(
+            "SELECT seq, memory_id, latest, tag FROM similarity_changes WHERE seq > ? ORDER BY seq", (self._head[0],)
+        ).fetchall()
+        if any(r[1] is None for r in rows):
+            self._build(conn)
+            return
+        final: dict[int, int] = {}
+        for _, memory_id, latest, _ in rows:
+            final[int(memory_id)] = int(latest)
+        self._apply(conn, final)
+        if rows:
+            self._head = (int(rows[-1][0]), int(rows[-1][3]))
+        if len(self._delta_keys) + self._dead_count > max(COMPACT_MIN, COMPACT_SHARE * self._base_docs):
+            self._build(conn)
+
+    def _can_replay(self, conn: Connection, newest: int) -> bool:
+        assert self._head is not None
+        seq, tag = self._head
+        if newest - seq > REPLAY_LIMIT or newest < seq:
+            return False
+        if seq == 0:
+            return True
+        row = conn.execute("SELECT tag FROM similarity_changes WHERE seq = ?", (seq,)).fetchone()
+        return row is not None and int(row[0]) == tag  # else rolled back (or pruned): what was applied is unsure
+
+    def _apply(self, conn: Connection, final: dict[int, int]) -> None:
+        for memory_id, latest in final.items():
+            self._drop_delta(memory_id)
+            if memory_id < len(self._dead):
+                was = bool(self._dead[memory_id])
+                self._dead[memory_id] = not latest
+                self._dead_count += int(not latest) - int(was)
+        joined = [m for m, latest in final.items() if latest]
+        for start in range(0, len(joined), 500):
+            chunk = joined[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for memory_id, content in conn.execute(f"SELECT id, content FROM memories WHERE id IN ({marks})", chunk):
+                keys = _keys_of(content)
+                if not len(keys):
+                    continue
+                if memory_id >= len(self._key_count):
+                    grown = np.zeros(max(memory_id + 1, len(self._key_count) * 5 // 4), dtype=np.uint16)
+                    grown[: len(self._key_count)] = self._key_count
+                    self._key_count = grown
+                self._key_count[memory_id] = min(len(keys), 65535)
+                self._delta_keys[memory_id] = keys
+                for k in keys.tolist():
+                    self._delta.setdefault(k, set()).add(memory_id)
+
+    def _drop_delta(self, memory_id: int) -> None:
+        keys = self._delta_keys.pop(memory_id, None)
+        if keys is None:
+            return
+        for k in keys.tolist():
+            holders = self._delta[k]
+            holders.discard(memory_id)
+            if not holders:
+                del self._delta[k]
+
+    def _build(self, conn: Connection) -> None:
+        """A new snapshot from the FTS5 index, read in one transaction (the log head first: replaying from it
+        later is harmless, see the module docstring)."""
+        _create_vocab_tables(conn)
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")
+        try:
+            row = conn.execute("SELECT seq, tag FROM similarity_changes ORDER BY seq DESC LIMIT 1").fetchone()
+            head = (int(row[0]), int(row[1])) if row else (0, 0)
+            terms = conn.execute(f"SELECT term, doc FROM {_VOCAB_ROWS}").fetchall()
+            keys = np.fromiter((key_number(t) for t, _ in terms), dtype=np.int64, count=len(terms))
+            counts = np.fromiter((d for _, d in terms), dtype=np.int64, count=len(terms))
+            offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            top = conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
+            # int32 halves the memory at a million memories; ids need int64 only past two billion.
+            ids = np.empty(int(offsets[-1]), dtype=np.int32 if top < 2**31 - 1 else np.int64)
+            filled = 0
+            # Sixteen slices by the first hex digit of the key keep the joined text small (tens of MB at 1M).
+            for digit in "0123456789abcdef":
+                (joined,) = conn.execute(
+                    f"SELECT group_concat(doc) FROM {_VOCAB} WHERE term >= ? AND term < ?", (f"k{digit}", f"k{digit}g")
+                ).fetchone()
+                if joined:
+                    part = np.fromstring(joined, dtype=ids.dtype, sep=",")
+                    ids[filled : filled + len(part)] = part
+                    filled += len(part)
+            if filled != len(ids):
+                raise RuntimeError(f"the supersede index changed while read ({filled} of {len(ids)} postings)")
+            docs = conn.execute("SELECT COUNT(*) FROM similarity_index_docsize").fetchone()[0] if _has_docsize(conn) else 0
+        finally:
+            if own:
+                conn.execute("COMMIT")
+        self._keys, self._offsets, self._ids = keys, offsets, ids
+        self._dead = np.zeros(int(top) + 1, dtype=np.bool_)
+        self._key_count = np.minimum(np.bincount(ids, minlength=int(top) + 1), 65535).astype(np.uint16)
+        self._dead_count = 0
+        self._base_docs = int(docs) or len(ids) // 20
+        self._delta.clear()
+        self._delta_keys.clear()
+        self._head = head
+        self.builds += 1
+
+    # answering -------------------------------------------------------------------------------------------------
+
+    def doc_frequency(self, key: int) -> int:
+        """How many memories hold ``key`` (an upper bound: memories that left still count until the next snapshot)."""
+        i = int(np.searchsorted(self._keys, key))
+        n = int(self._offsets[i + 1] - self._offsets[i]) if i < len(self._keys) and self._keys[i] == key else 0
+        return n + len(self._delta.get(key, ()))
+
+    def holders(self, key: int) -> np.ndarray:
+        """Ids that may hold ``key``: every latest memory that does, plus perhaps some that left (filter with
+        :meth:`alive`)."""
+        i = int(np.searchsorted(self._keys, key))
+        base = self._ids[self._offsets[i] : self._offsets[i + 1]] if i < len(self._keys) and self._keys[i] == key else self._ids[:0]
+        extra = self._delta.get(key)
+        if not extra:
+            return base
+        return np.concatenate((base.astype(np.int64), np.fromiter(extra, dtype=np.int64, count=len(extra))))
+
+    def key_counts(self, ids: np.ndarray) -> np.ndarray:
+        """How many distinct keys each of ``ids`` (as returned by :meth:`holders`) holds: never more than its
+        similarity tokens (capped at 65,535, which only loosens a bound)."""
+        return self._key_count[ids].astype(np.int64)
+
+    def alive(self, ids: np.ndarray) -> np.ndarray:
+        """A mask over ``ids``: False for memories known to have left the index."""
+        if not self._dead_count:
+            return np.ones(len(ids), dtype=np.bool_)
+        inside = ids < len(self._dead)
+        mask = np.ones(len(ids), dtype=np.bool_)
+        mask[inside] = ~self._dead[ids[inside]]
+        return mask
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the arrays (the delta's Python objects are not counted; they stay small)."""
+        return int(self._keys.nbytes + self._offsets.nbytes + self._ids.nbytes + self._dead.nbytes + self._key_count.nbytes)
+
+    def stats(self) -> dict[str, int]:
+        """Sizes, for the benchmark and for debugging."""
+        return {"keys": len(self._keys), "postings": len(self._ids), "delta": len(self._delta_keys), "dead": self._dead_count,
+                "bytes": self.memory_bytes(), "builds": self.builds}
+
+
+def _create_vocab_tables(conn: Connection) -> None:
+    """The fts5vocab views of the index, in this connection's temp schema (nothing is written to the store's file,
+    so a read-only store, opened ``mode=ro`` with ``query_only``, lifts ``query_only`` just for them)."""
+    if conn.execute(f"SELECT 1 FROM temp.sqlite_master WHERE name = '{_VOCAB_ROWS.split('.')[1]}'").fetchone():
+        return
+    query_only = conn.execute("PRAGMA query_only").fetchone()[0]
+    if query_only:
+        conn.execute("PRAGMA query_only = OFF")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, similarity_index, instance)")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB_ROWS} USING fts5vocab(main, similarity_index, row)")
+    finally:
+        if query_only:
+            conn.execute("PRAGMA query_only = ON")
+
+
+def _has_docsize(conn: Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'similarity_index_docsize'").fetchone() is not None
+

@@ -1,0 +1,269 @@
+"""The supersede index held in memory (memlens.supersede_postings): find_best with the store's postings answers exactly
+what brute_force_best answers, on random stores (the 0.4-0.7 band, key collisions, projects, expired TTLs, excluded
+ids), after this process's supersedes, forgets and imports, after writes by another connection and another
+process, and after a rolled-back transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memlens import MemoryStore, supersede
+from memlens import supersede_postings as postings_module
+from memlens.io import export_file, import_file
+from memlens.supersede import Match, brute_force_best, compatible_projects, find_best
+from memlens.text import jaccard, similarity_tokens
+
+VOCAB = [f"word{i:02d}" for i in range(30)]
+THRESHOLDS = (0.4, 0.7, 0.55)
+
+
+def _text(rng: random.Random, base: list[str] | None) -> str:
+    """A new text, or one sharing about half to most of an earlier text's words (the 0.4-0.7 band and above)."""
+    if base and rng.random() < 0.7:
+        words = list(base)
+        for _ in range(rng.randint(1, max(1, len(words) // 2))):
+            words[rng.randrange(len(words))] = rng.choice(VOCAB)
+        return " ".join(words)
+    return " ".join(rng.sample(VOCAB, rng.randint(4, 10)))
+
+
+def _oracle(store: MemoryStore, tokens: frozenset[str], *, project: str | None, threshold: float, now: float, exclude: set[int]) -> Match | None:
+    """brute_force_best's rule, with excluded ids left out (brute_force_best itself has no exclude)."""
+    best = None
+    for mid, m_project, content, forget_after in store.conn.execute(
+        "SELECT id, project, content, forget_after FROM memories WHERE is_latest = 1 AND layer = 'semantic'"
+    ):
+        if mid in exclude or not compatible_projects(project, m_project) or (forget_after is not None and forget_after <= now):
+            continue
+        other = similarity_tokens(content)
+        sim = jaccard(tokens, other)
+        if sim > threshold and (best is None or (sim, mid) > (best.similarity, best.memory_id)):
+            best = Match(mid, sim, tuple(sorted(tokens & other)), tuple(sorted(tokens - other)), tuple(sorted(other - tokens)))
+    return best
+
+
+def _assert_exact(store: MemoryStore, probes: list[str], now: float, projects=(None, "a")) -> int:
+    """find_best with the store's postings equals brute_force_best for every probe, threshold and project;
+    returns how many answers were in the advisory band (0.4, 0.7]."""
+    band = 0
+    for text in probes:
+        tokens = similarity_tokens(text)
+        for project in projects:
+            for threshold in THRESHOLDS:
+                fast = find_best(store.conn, tokens, layer="semantic", project=project, probe_threshold=threshold, now=now, postings=store.ctx.postings)
+                slow = brute_force_best(store.conn, tokens, layer="semantic", project=project, probe_threshold=threshold, now=now)
+                assert fast == slow, (text, project, threshold)
+                band += threshold == 0.4 and slow is not None and slow.similarity <= 0.7
+    return band
+
+
+def _fill(store: MemoryStore, rng: random.Random, t0, count: int) -> list[str]:
+    texts: list[str] = []
+    for i in range(count):
+        text = _text(rng, rng.choice(texts).split() if texts else None)
+        texts.append(text)
+        store.remember(text, project=rng.choice([None, "a", "b"]), ttl_days=rng.choice([None, None, None, 0.01]), now=t0 + timedelta(minutes=i))
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equals_brute_force_on_random_stores_with_band_projects_and_expired(db_path, t0, seed):
+    rng = random.Random(seed)
+    with MemoryStore.open(db_path) as store:
+        texts = _fill(store, rng, t0, 150)
+        now = (t0 + timedelta(days=1)).timestamp()  # the 0.01-day TTLs have expired by then
+        assert store.conn.execute("SELECT COUNT(*) FROM memories WHERE forget_after <= ? AND is_latest = 1", (now,)).fetchone()[0] > 0
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(40)]
+        band = _assert_exact(store, probes, now, projects=(None, "a", "b"))
+        assert band >= 8  # the band is really exercised
+        assert store.ctx.postings.builds == 1
+
+
+def test_excluded_ids_are_left_out_exactly(db_path, t0):
+    rng = random.Random(7)
+    with MemoryStore.open(db_path) as store:
+        texts = _fill(store, rng, t0, 120)
+        now = (t0 + timedelta(hours=1)).timestamp()
+        for text in texts[:30]:
+            tokens = similarity_tokens(text)
+            first = find_best(store.conn, tokens, layer="semantic", project=None, probe_threshold=0.4, now=now, postings=store.ctx.postings)
+            if first is None:
+                continue
+            exclude = {first.memory_id}
+            fast = find_best(store.conn, tokens, layer="semantic", project=None, probe_threshold=0.4, now=now, exclude=exclude, postings=store.ctx.postings)
+            assert fast == _oracle(store, tokens, project=None, threshold=0.4, now=now, exclude=exclude)
+
+
+def test_key_collisions_stay_exact(db_path, t0, monkeypatch):
+    # Eight keys for thirty words: every key stands for several tokens, in the index and in the probes.
+    def colliding_key(token: str) -> str:
+        return "k" + format(hashlib.blake2b(token.encode()).digest()[0] % 8, "012x")
+
+    monkeypatch.setattr(supersede, "token_key", colliding_key)
+    monkeypatch.setattr(postings_module, "token_key", colliding_key)
+    rng = random.Random(3)
+    with MemoryStore.open(db_path) as store:
+        texts = _fill(store, rng, t0, 100)
+        assert store.ctx.postings.stats()["keys"] <= 8
+        _assert_exact(store, [_text(rng, rng.choice(texts).split()) for _ in range(25)], (t0 + timedelta(hours=3)).timestamp())
+        # And through the change log (memories that joined after the snapshot are keyed the same way).
+        _fill(store, rng, t0 + timedelta(hours=4), 20)
+        _assert_exact(store, [_text(rng, rng.choice(texts).split()) for _ in range(10)], (t0 + timedelta(hours=5)).timestamp())
+
+
+def test_same_process_supersede_forget_and_import_keep_it_exact(db_path, t0, tmp_path):
+    rng = random.Random(11)
+    now = (t0 + timedelta(hours=6)).timestamp()
+    with MemoryStore.open(db_path) as store:
+        texts = _fill(store, rng, t0, 80)
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(20)]
+        _assert_exact(store, probes, now)
+        # Supersede: near-duplicates of what is stored.
+        superseded = 0
+        for text in texts[:15]:
+            words = text.split()
+            words[0] = rng.choice(VOCAB)
+            superseded += store.remember(" ".join(words), now=t0 + timedelta(hours=2)).parent_id is not None
+        assert superseded > 0
+        _assert_exact(store, probes + texts[:15], now)
+        # Forget latest versions (their parents become latest again) and whole chains.
+        latest = [m.id for m in store.list_memories(limit=40, now=t0 + timedelta(hours=2))]
+        for memory_id in latest[:10]:
+            store.forget(memory_id, now=t0 + timedelta(hours=3))
+        store.forget(latest[10], whole_chain=True, now=t0 + timedelta(hours=3))
+        _assert_exact(store, probes + texts[:15], now)
+        # Import an export of another store.
+        other_path = tmp_path / "other.db"
+        with MemoryStore.open(other_path) as other:
+            _fill(other, random.Random(12), t0, 40)
+            export_file(other, tmp_path / "other.jsonl", now=t0)
+        import_file(store, tmp_path / "other.jsonl", now=t0 + timedelta(hours=4))
+        _assert_exact(store, probes + texts[:15], now)
+        assert store.ctx.postings.builds == 1  # all of it caught up through the change log, no rebuild
+
+
+def test_another_connection_writes_are_seen(db_path, t0):
+    rng = random.Random(21)
+    now = (t0 + timedelta(hours=6)).timestamp()
+    with MemoryStore.open(db_path) as reader:
+        texts = _fill(reader, rng, t0, 60)
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(20)]
+        _assert_exact(reader, probes, now)
+        with MemoryStore.open(db_path) as writer:
+            added = _fill(writer, rng, t0 + timedelta(hours=1), 30)  # adds, and supersedes of the reader's memories
+            assert writer.conn.execute("SELECT COUNT(*) FROM memories WHERE is_latest = 0").fetchone()[0] > 0
+            _assert_exact(reader, probes + added[:10], now)
+            for m in writer.list_memories(limit=8, now=t0 + timedelta(hours=2)):
+                writer.forget(m.id, now=t0 + timedelta(hours=2))
+            _assert_exact(reader, probes + added[:10], now)
+        assert reader.ctx.postings.builds == 1
+
+
+def test_another_process_writes_are_seen(db_path, t0):
+    rng = random.Random(31)
+    now = (t0 + timedelta(hours=6)).timestamp()
+    with MemoryStore.open(db_path) as reader:
+        texts = _fill(reader, rng, t0, 60)
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(15)]
+        _assert_exact(reader, probes, now)
+        script = textwrap.dedent(
+            f"""
+            from datetime import datetime, timedelta
+            from memlens import MemoryStore
+            t0 = datetime.fromisoformat({t0.isoformat()!r})
+            texts = {texts[:12]!r}
+            with MemoryStore.open({str(db_path)!r}) as store:
+                for i, text in enumerate(texts):
+                    words = text.split()
+                    words[-1] = "fresh{{}}".format(i)
+                    store.remember(" ".join(words), now=t0 + timedelta(hours=1))  # supersedes or links
+                store.remember("entirely new words about something else altogether", now=t0 + timedelta(hours=1))
+                for m in store.list_memories(limit=5, now=t0 + timedelta(hours=1)):
+                    store.forget(m.id, now=t0 + timedelta(hours=1))
+            """
+        )
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+        changed = [" ".join([*t.split()[:-1], f"fresh{i}"]) for i, t in enumerate(texts[:12])]
+        _assert_exact(reader, probes + changed, now)
+
+
+def test_a_rolled_back_transaction_leaves_the_copy_right(db_path, t0):
+    rng = random.Random(41)
+    now = (t0 + timedelta(hours=6)).timestamp()
+    with MemoryStore.open(db_path) as store:
+        texts = _fill(store, rng, t0, 60)
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(15)]
+        _assert_exact(store, probes, now)
+        ghost = "ghost words never committed anywhere at all"
+        with pytest.raises(RuntimeError), store.ctx.write():
+            made = store.remember(ghost, now=t0 + timedelta(hours=1))
+            superseding = store.remember(texts[0] + " extra", now=t0 + timedelta(hours=1))
+            # Inside the transaction the copy sees the uncommitted memories, as brute force does.
+            _assert_exact(store, [ghost, texts[0]], now)
+            raise RuntimeError("abandon")
+        assert store.conn.execute("SELECT COUNT(*) FROM memories WHERE id IN (?, ?)", (made.id, superseding.id)).fetchone()[0] == 0
+        # Before this store looks again, another writer is given the same ids and change-log seqs: the copy must
+        # not mistake them for the rolled-back ones it applied.
+        with MemoryStore.open(db_path) as writer:
+            added = _fill(writer, rng, t0 + timedelta(hours=2), 6)
+        assert store.conn.execute("SELECT COUNT(*) FROM memories WHERE id = ?", (made.id,)).fetchone()[0] == 1
+        _assert_exact(store, probes + added + [ghost, texts[0]], now)
+
+
+def test_bulk_writes_and_a_pruned_log_rebuild_the_copy(db_path, t0, monkeypatch):
+    monkeypatch.setattr(supersede, "BULK_RESET", 5)
+    monkeypatch.setattr(supersede, "CHANGES_KEPT", 3)
+    monkeypatch.setattr(supersede, "_PRUNE_EVERY", 2)
+    rng = random.Random(51)
+    now = (t0 + timedelta(hours=6)).timestamp()
+    with MemoryStore.open(db_path) as reader:
+        texts = _fill(reader, rng, t0, 40)
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(15)]
+        _assert_exact(reader, probes, now)
+        with MemoryStore.open(db_path) as writer:
+            writer.remember_many([{"content": _text(rng, rng.choice(texts).split()), "created_at": t0} for _ in range(12)], now=t0)
+            _assert_exact(reader, probes, now)
+            builds = reader.ctx.postings.builds
+            assert builds >= 2  # a "too many to list" row makes the reader rebuild
+            _fill(writer, rng, t0 + timedelta(hours=1), 10)  # the log is pruned past the reader's last row
+            assert writer.conn.execute("SELECT COUNT(*) FROM similarity_changes").fetchone()[0] <= 6
+            _assert_exact(reader, probes, now)
+
+
+def test_opening_and_reading_a_store_builds_nothing(db_path, t0):
+    with MemoryStore.open(db_path) as store:
+        store.remember("install dependencies with pnpm in this project", now=t0)
+    with MemoryStore.open(db_path) as store:
+        store.search("pnpm", now=t0)
+        store.list_memories(now=t0)
+        assert store.ctx._postings is None
+        preview = store.memories.preview_supersede("install dependencies with yarn in this project", now=t0)
+        assert preview.action == "supersede"
+        assert store.ctx.postings.built
+
+
+def test_a_copy_behind_a_store_made_before_the_change_log_is_built_from_the_index(db_path: Path, t0):
+    # A migrated store starts with an empty change log and a full FTS5 index: the snapshot comes from the index.
+    rng = random.Random(61)
+    with MemoryStore.open(db_path) as store:
+        texts = _fill(store, rng, t0, 50)
+        store.conn.execute("DELETE FROM similarity_changes")
+    with MemoryStore.open(db_path) as store:
+        _assert_exact(store, [_text(rng, rng.choice(texts).split()) for _ in range(15)], (t0 + timedelta(hours=6)).timestamp())
+
+
+def test_a_read_only_store_builds_its_copy_and_stays_read_only(db_path, t0):
+    with MemoryStore.open(db_path) as store:
+        store.remember("install dependencies with pnpm in this project", now=t0)
+    with MemoryStore.open(db_path, readonly=True) as store:
+        preview = store.memories.preview_supersede("install dependencies with yarn in this project", now=t0)
+        assert preview.action == "supersede"
+        assert store.conn.execute("PRAGMA query_only").fetchone()[0] == 1
