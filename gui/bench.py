@@ -472,7 +472,7 @@ def run_actions(path: Path, *, timeout: float = 60.0, size: tuple[int, int] = (1
         heartbeat = Heartbeat()
         heartbeat.start()
         opening = Action("open store", lambda _d: window.open_store(copy, create=False), lambda d: d.table().model().rowCount() > 0)
-        layers = [k for k in driver.views() if k not in ("all", "audit", "sessions")]
+        layers = [k for k in driver.views() if k not in ("all", "audit", "sessions", "conflicts")]
         for action in [opening, *actions(layers)]:
             rows.append(_perform(action, driver, heartbeat, timeout))
         heartbeat.stop()
