@@ -54,7 +54,6 @@ class SearchTuning:
     #: memory from another context must be far more relevant to outrank one from this context). 1 turns it off.
     context_factor: float = 0.1
 
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -191,7 +190,6 @@ class StoreSettings:
             else:
                 merged[key] = value
         return StoreSettings.from_dict(merged)
-
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StoreSettings:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
@@ -304,4 +304,21 @@ _V8 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8)]
+# Version 9: the retention score's semantic part (memlens.decay.text_importance, from the text alone) is stored in
+# ``text_importance`` instead of being recomputed from every search candidate's text. Writers set it; the trigger
+# recomputes it whenever a memory's text changes in place, so it cannot go stale; NULL (a row some other writer
+# inserted) makes search compute it from the text. ml_text_importance() is registered by memlens.db. ADD COLUMN is
+# skipped when the column is there already (see memlens.db.migrate), so the step stays idempotent.
+_V9 = [
+    "ALTER TABLE memories ADD COLUMN text_importance REAL",
+    "UPDATE memories SET text_importance = ml_text_importance(content) WHERE text_importance IS NULL",
+    "DROP TRIGGER IF EXISTS memories_text_importance",  # then CREATE without IF NOT EXISTS: memlens doctor reads the name
+    """
+    CREATE TRIGGER memories_text_importance AFTER UPDATE OF content ON memories
+    WHEN new.content IS NOT old.content BEGIN
+        UPDATE memories SET text_importance = ml_text_importance(new.content) WHERE id = new.id;
+    END
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9)]

@@ -204,7 +204,7 @@ class MemoryRepository:
             "INSERT INTO memories (layer, type, title, content, project, session_id, tags, importance, origin, "
             "source_ref, created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, "
             "supersedes, supersede_similarity, is_latest, forget_after, pinned, metadata, token_count, fade_at, "
-            "content_hash, source_confidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
+            "content_hash, source_confidence, text_importance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 layer,
                 type_,
@@ -231,6 +231,7 @@ class MemoryRepository:
                 fade_at,
                 content_hash(content),
                 source_confidence_for(origin),
+                decay.text_importance(content),
             ),
         )
         memory_id = int(cur.lastrowid)
@@ -376,7 +377,8 @@ class MemoryRepository:
             conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, "
             "source_ref, created_at, updated_at, last_accessed_at, chain_id, forget_after, pinned, metadata, "
-            "token_count, fade_at, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "token_count, fade_at, content_hash, source_confidence, text_importance) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
             [(memory_id, *p.fts) for memory_id, p in zip(ids, batch, strict=True)],
         )
@@ -832,5 +834,7 @@ def _prepared(rec: dict[str, Any], cfg: decay.DecayConfig, with_record: bool) ->
         len(tokens),
         decay.sweep_fade_at(rec["layer"], rec["type_"], rec["importance"], ts, 0, rec["pinned"], cfg),
         content_hash(rec["content"]),
+        source_confidence_for(rec["origin"]),
+        decay.text_importance(rec["content"]),
     )
     return PreparedRecord(row, rec["tags"], " ".join(tokens), bulk.fts_text(rec["title"], rec["content"], tags), rec if with_record else None)

@@ -1,0 +1,317 @@
+"""Search's fast path against the computation it replaced (issue 14.4).
+
+:class:`ReferenceSearch` is stage 1 as it was before the plan was chosen from match counts: the strict query,
+then one "more than N matches?" probe per term, then the widened queries, each a ranked statement plus a read of
+the rows by id; and retention's text part computed from each candidate's text instead of read from
+``memories.text_importance``. Stages 2-5 are shared. Every search here must give the same hits in the same order,
+with the same scores, snippets and explanations, on a generated store of a few thousand memories.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlens import db, decay, schema
+from memlens.bench.generator import EPOCH, Generator
+from memlens.config import SearchTuning
+from memlens.errors import QueryError, StoreEnvironmentError
+from memlens.io import export_file, import_file
+from memlens.storage.filters import MemoryFilter
+from memlens.storage.results import Hit
+from memlens.storage.search import SearchRepository, _and, plan_query
+from memlens.store import MemoryStore
+from memlens.text import QueryTerm, clean_text, match_expression, query_terms
+
+NOW = EPOCH + timedelta(days=1)
+
+
+class ReferenceSearch(SearchRepository):
+    """Search as it was before issue 14.4 (stage 1 and the text importance); see the module docstring."""
+
+    def _candidate_columns(self, conn: db.Connection) -> str:
+        # The text part of retention computed from each candidate's text, as every search did before.
+        columns = super()._candidate_columns(conn).replace("COALESCE(m.text_importance, ml_text_importance(m.content))", "ml_text_importance(m.content)")
+        assert "m.text_importance" not in columns
+        return columns
+
+    def _candidates(
+        self,
+        conn: db.Connection,
+        query: str,
+        terms: list[QueryTerm],
+        raw: bool,
+        where: list[str],
+        params: list[Any],
+        pool: int,
+        limit: int,
+        tuning: SearchTuning,
+    ) -> list[tuple[Any, ...]]:
+        if raw:
+            return self._fts_rows(conn, clean_text(query.replace("\x00", " ")), where, params, pool, raw, tuning)
+        if not terms:
+            return []
+        rows = self._fts_rows(conn, match_expression(terms, "AND"), where, params, pool, raw, tuning)
+        if len(rows) < limit and len(terms) > 1:
+            selective = [
+                t
+                for t in terms
+                if conn.execute(
+                    "SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT 1 OFFSET ?", (match_expression([t]), tuning.common_term_matches)
+                ).fetchone()
+                is None
+            ]
+            if 0 < len(selective) < len(terms):
+                rows = self._fts_rows(conn, match_expression(selective, "OR"), where, params, pool, raw, tuning) or rows
+            if len(rows) < limit:
+                rows = self._fts_rows(conn, match_expression(terms, "OR"), where, params, pool, raw, tuning) or rows
+        return rows
+
+    def _fts_rows(
+        self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
+    ) -> list[tuple[Any, ...]]:
+        window = pool + pool // 5 + 1
+        weights = f"{float(tuning.title_weight)!r}, {float(tuning.content_weight)!r}, {float(tuning.tags_weight)!r}"
+        ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+        filters = _and(where)
+        columns = self._candidate_columns(conn)
+        try:
+            ranked = conn.execute(ranked_sql, (expression, window + 1)).fetchall()
+            if not ranked:
+                return []
+            score = dict(ranked[:window])
+            marks = ",".join("?" * len(score))
+            rows = conn.execute(f"SELECT {columns} FROM memories m WHERE m.id IN ({marks}){filters}", [*score, *params]).fetchall()
+            if len(rows) < pool and len(ranked) > window:
+                sql = (
+                    f"SELECT {columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+                    f"WHERE memory_fts MATCH ?) f JOIN memories m ON m.id = f.rowid WHERE 1{filters} ORDER BY f.score LIMIT ?"
+                )
+                return [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
+        except db.sqlite.OperationalError as exc:
+            err = db.classify(exc, self.ctx.path)
+            if raw and not isinstance(err, StoreEnvironmentError):
+                raise QueryError(f"not a valid FTS5 query: {exc}") from None
+            raise err from exc
+        return sorted(((*row, score[row[0]]) for row in rows), key=lambda r: (r[-1], r[0]))[:pool]
+
+
+# --- a generated store ------------------------------------------------------------------------------------------
+
+#: Texts that exercise the text importance (0.9, 0.8), CJK, emoji and tags, mixed into the generated ones.
+SPECIAL = [
+    ("Remember this: the staging password rotates every friday", ("ops", "secrets")),
+    ("The team decided to keep the deploy protocol for the payment service", ("ops",)),
+    ("数据库密码保存在保险箱里，不要告诉别人", ("db",)),
+    ("我们决定下周发布新版本，记住这个日期", ("release",)),
+    ("東京のサーバーのパスワードを変更した", ("ops",)),
+    ("the build is on fire 🔥 again after the merge", ("ci",)),
+    ("don't forget to renew the certificate before it expires", ("ops",)),
+    ("keep in mind that the cache key includes the branch name", ("ci", "db")),
+]
+
+
+def _build(path: Path, size: int) -> list[str]:
+    """A store of ``size`` generated memories plus the :data:`SPECIAL` ones, some in sessions, some tagged, some
+    superseded, some expired at :data:`NOW`; returns its texts."""
+    gen = Generator(11)
+    records: list[dict[str, Any]] = []
+    tags = itertools.cycle([(), (), ("ops",), ("db", "ops"), ("ci",)])
+    for i, m in enumerate(gen.memories(size)):
+        rec: dict[str, Any] = {**m.record(), "tags": list(next(tags))}
+        if i % 7 == 0:
+            rec["session_id"] = f"session-{i // 70}"
+        if i % 97 == 0:
+            rec["ttl_days"] = (NOW - m.created_at) / timedelta(days=1) - 0.5  # expired a few hours before NOW
+        records.append(rec)
+    for j, (text, labels) in enumerate(SPECIAL * 3):
+        records.append({"content": f"{text} ({j})", "tags": list(labels), "project": "alpha" if j % 2 else None, "session_id": "session-special"})
+    with MemoryStore.open(path) as store:
+        store.remember_many(records, now=EPOCH)
+        # A few new versions through remember's supersede, so superseded rows sit in the index.
+        for k, rec in enumerate(records[:: max(1, size // 20)]):
+            store.remember(str(rec["content"]).rstrip(".") + " again", project=rec.get("project"), now=EPOCH + timedelta(minutes=k + 1))  # type: ignore[arg-type]
+    return [str(r["content"]) for r in records]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MemoryStore, list[str]]]:
+    path = tmp_path_factory.mktemp("fast") / "memory.db"
+    texts = _build(path, 3000)
+    with MemoryStore.open(path, readonly=True) as store:
+        yield store, texts
+
+
+def _queries(texts: list[str]) -> list[str]:
+    gen = Generator(11)
+    picked = gen.queries(texts, 60)
+    special = [
+        "password",  # one term, in a handful of memories
+        "the",  # a stop word alone: kept, matches most memories
+        "staging password friday rotates",  # many terms, rare
+        "deploy protocol team service payment keep cache branch name build merge fire",  # many terms, some common
+        "密码",  # CJK, a phrase of bigrams
+        "密",  # one CJK character: a prefix query
+        "数据库 保险箱",
+        "パスワード 変更",
+        "🔥",
+        "build 🔥",
+        "nothingmatchesthis",
+        "nothingmatchesthis password",
+        "\x00 \"weird' (query) OR NOT AND*",
+    ]
+    return special + picked
+
+
+def _signature(hits: list[Hit]) -> list[tuple[Any, ...]]:
+    return [(h.memory.id, h.snippet, h.explain(), h.to_dict()["memory"]) for h in hits]
+
+
+def _same(fast: list[Hit], slow: list[Hit]) -> None:
+    assert _signature(fast) == _signature(slow)
+    for a, b in zip(fast, slow, strict=True):
+        for field in ("score", "relevance", "retention", "bm25", "context_penalty"):
+            assert math.isclose(getattr(a, field), getattr(b, field), rel_tol=1e-12, abs_tol=1e-12), field
+
+
+FILTERS = [
+    MemoryFilter(),
+    MemoryFilter(layers=("semantic",)),
+    MemoryFilter(layers=("procedural", "episodic")),
+    MemoryFilter(project="alpha"),
+    MemoryFilter(tags=("ops",)),
+    MemoryFilter(tags=("db", "ops"), layers=("semantic",)),
+    MemoryFilter(include_superseded=True, include_expired=True),
+]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10, 40])
+def test_fast_search_gives_the_reference_results(generated, limit):
+    store, texts = generated
+    ref = ReferenceSearch(store.ctx)
+    queries = _queries(texts)
+    for query in queries[:13] + queries[13::2] if limit == 10 else queries[::4]:
+        for memory_filter in FILTERS:
+            _same(store.finder.search(query, memory_filter, limit=limit, now=NOW), ref.search(query, memory_filter, limit=limit, now=NOW))
+
+
+@pytest.mark.parametrize("tuning", [{"common_term_matches": 5}, {"common_term_matches": 60, "candidate_pool": 5}, {"common_term_matches": 400}])
+def test_fast_search_matches_with_other_tunings(generated, tuning, monkeypatch):
+    """Small thresholds make the rarer-terms stage and the full-query fallback run on a small store."""
+    store, texts = generated
+    ref = ReferenceSearch(store.ctx)
+    settings = store.settings
+    changed = type(settings).from_dict({**settings.to_dict(), "search": {**settings.search.to_dict(), **tuning}})
+    monkeypatch.setattr(store.ctx, "settings", changed)
+    for query in _queries(texts)[::6]:
+        for memory_filter in FILTERS[:5]:
+            for limit, bias, context in ((10, 0.3, None), (3, 0.0, ("ops",)), (25, 1.0, ("db",))):
+                fast = store.finder.search(query, memory_filter, limit=limit, rank_bias=bias, context_tags=context, now=NOW)
+                slow = ref.search(query, memory_filter, limit=limit, rank_bias=bias, context_tags=context, now=NOW)
+                _same(fast, slow)
+
+
+def test_raw_queries_match_and_bad_ones_still_say_so(generated):
+    store, _texts = generated
+    ref = ReferenceSearch(store.ctx)
+    for raw in ("password OR protocol", '"deploy protocol"', "密码", "cache NOT branch"):
+        _same(store.finder.search(raw, MemoryFilter(), raw=True, now=NOW), ref.search(raw, MemoryFilter(), raw=True, now=NOW))
+    with pytest.raises(QueryError):
+        store.finder.search('"unterminated', MemoryFilter(), raw=True, now=NOW)
+
+
+def test_the_plan_leaves_out_only_stages_that_cannot_find_enough():
+    terms = query_terms("alpha beta gamma")
+    tuning = SearchTuning(common_term_matches=100)
+    every = [match_expression(terms, "AND"), match_expression(terms[:2], "OR"), match_expression(terms, "OR")]
+    assert plan_query(terms, [50, 30, 500], 10, tuning) == every
+    assert plan_query(terms, [5, 30, 500], 10, tuning) == every[1:]  # AND finds at most 5
+    assert plan_query(terms, [50, 12, 500], 10, tuning) == every  # each may find 10
+    assert plan_query(terms, [3, 4, 500], 10, tuning) == every[2:]  # the rarer terms find at most 7
+    assert plan_query(terms, [50, 30, 90], 10, tuning) == [every[0], every[2]]  # no common term: nothing between
+    assert plan_query(terms[:1], [], 10, tuning) == [match_expression(terms[:1], "AND")]
+
+
+def test_a_search_runs_few_statements(generated):
+    store, _texts = generated
+    seen: list[str] = []
+    store.conn.set_trace_callback(lambda sql: seen.append(sql) if "memory_fts" in sql and not sql.startswith("--") else None)
+    try:
+        store.search("staging password friday rotates", now=NOW)  # rare terms: the counts, then OR over all
+    finally:
+        store.conn.set_trace_callback(None)
+    assert len(seen) == 2, seen  # stage 1; before, 2 statements per query run plus a probe per term: 8 here
+
+
+# --- the stored text importance -----------------------------------------------------------------------------------
+
+
+def _stale(store: MemoryStore) -> list[int]:
+    """Ids whose stored text importance is not the one their text gives."""
+    rows = store.conn.execute("SELECT id, content, text_importance FROM memories").fetchall()
+    return [r[0] for r in rows if r[2] != decay.text_importance(r[1])]
+
+
+def test_every_write_stores_the_text_importance(tmp_path: Path, t0: datetime):
+    with MemoryStore.open(tmp_path / "a.db") as store:
+        first = store.remember("Remember this: the vault code is 4411", now=t0)
+        store.remember("Remember this: the vault code is 4412 now", now=t0 + timedelta(minutes=1))  # supersedes
+        store.remember_many([{"content": "the deadline for the audit is march"}, {"content": "lunch was fine"}], now=t0)
+        store.update(first.id, importance=0.1, tags=["x"], now=t0)
+        assert _stale(store) == []
+        values = dict(store.conn.execute("SELECT content, text_importance FROM memories").fetchall())
+        assert values["lunch was fine"] == 0.5 and values["the deadline for the audit is march"] == 0.8
+        # A text changed in place by any writer: the trigger recomputes it.
+        store.conn.execute("UPDATE memories SET content = 'just a note' WHERE id = ?", (first.id,))
+        assert _stale(store) == []
+        export_file(store, tmp_path / "a.jsonl")
+    with MemoryStore.open(tmp_path / "b.db") as other:
+        assert import_file(other, tmp_path / "a.jsonl", now=t0).created == 4
+        assert _stale(other) == []
+
+
+def _make_schema_8_store(path: Path, t0: datetime, *, drop_column: bool = True) -> None:
+    with MemoryStore.open(path) as store:
+        store.remember_many([{"content": t} for t, _tags in SPECIAL] + [{"content": "a plain note"}], now=t0)
+    conn = db.sqlite.connect(str(path), isolation_level=None)
+    conn.execute("DROP TRIGGER memories_text_importance")
+    if drop_column:
+        conn.execute("ALTER TABLE memories DROP COLUMN text_importance")
+    conn.execute("PRAGMA user_version = 8")
+    conn.close()
+
+
+def test_the_migration_fills_the_text_importance_of_existing_memories(tmp_path: Path, t0: datetime):
+    path = tmp_path / "old.db"
+    _make_schema_8_store(path, t0)
+    with MemoryStore.open(path, readonly=True) as old:
+        # Read-only, an old store is searched without the column, with the same results.
+        _same(old.finder.search("password", MemoryFilter(), now=t0), ReferenceSearch(old.ctx).search("password", MemoryFilter(), now=t0))
+    with MemoryStore.open(path) as store:
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert _stale(store) == [] and store.conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0] == len(SPECIAL) + 1
+        assert sorted({r[0] for r in store.conn.execute("SELECT text_importance FROM memories")}) == [0.5, 0.8, 0.9]
+        store.conn.execute("UPDATE memories SET content = 'password' WHERE content = 'a plain note'")
+        assert _stale(store) == []  # the trigger came with the migration
+
+
+def test_a_store_whose_version_record_lags_its_columns_still_migrates(tmp_path: Path, t0: datetime):
+    path = tmp_path / "lag.db"
+    _make_schema_8_store(path, t0, drop_column=False)
+    with MemoryStore.open(path) as store:
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert _stale(store) == []
+
+
+def test_a_row_without_a_stored_value_is_ranked_from_its_text(tmp_path: Path, t0: datetime):
+    with MemoryStore.open(tmp_path / "n.db") as store:
+        store.remember_many([{"content": t} for t, _tags in SPECIAL], now=t0)
+        before = store.search("password protocol", now=t0 + timedelta(days=3))
+        store.conn.execute("UPDATE memories SET text_importance = NULL")
+        _same(store.search("password protocol", now=t0 + timedelta(days=3)), before)
