@@ -29,16 +29,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memlens import db
-from memlens.errors import InvalidInput, NotFound, StoreEnvironmentError
+from memlens.errors import InvalidInput, NotFound
 from memlens.models import Memory, ts_from_dt, utc_from_ts
 from memlens.storage.context import to_json
 from memlens.storage.validation import check_count, check_id, check_text, check_ttl
-from memlens.text import match_expression, query_terms
+from memlens.text import similarity_tokens, token_key
 
 if TYPE_CHECKING:
     from memlens.llm import ChatClient
     from memlens.storage.memories import MemoryRepository
     from memlens.store import MemoryStore
+    from memlens.supersede_postings import SimilarityPostings
 
 # --- the detector ---------------------------------------------------------------------------------------------
 
@@ -455,6 +456,10 @@ DEMOTION = 0.25
 SUPERSEDED_TAG = "conflict-superseded"
 #: Memories compared with each new or scanned memory: the best full-text matches among the latest semantic ones.
 CANDIDATES = 20
+#: Postings read at most when looking for a memory's candidates (its rarest words first; at least
+#: MIN_PROBED_WORDS words are always read, however common).
+CANDIDATE_BUDGET = 50_000
+MIN_PROBED_WORDS = 3
 _SCAN_KEY = "conflicts_scanned_through"
 
 
@@ -506,25 +511,52 @@ class ScanReport:
         return {"checked": self.checked, "compared": self.compared, "found": self.found, "message": self.message}
 
 
-def candidate_ids(conn: db.Connection, memory: Memory, now_ts: float, *, limit: int = CANDIDATES) -> list[int]:
-    """Latest, unexpired semantic memories (same project, or either without one) sharing words with ``memory``,
-    best full-text match first, ``memory`` itself left out."""
-    terms = query_terms(memory.content)
-    if not terms:
+def candidate_ids(
+    conn: db.Connection, memory: Memory, now_ts: float, *, limit: int = CANDIDATES, postings: SimilarityPostings | None = None
+) -> list[int]:
+    """Latest, unexpired semantic memories (same project, or either without one) sharing the most of ``memory``'s
+    rarer words, most shared first, ``memory`` itself left out.
+
+    Counted in the store's in-memory supersede postings (``postings``, kept current with ``conn``; a throw-away copy
+    when None) over the rarest of the memory's words until :data:`CANDIDATE_BUDGET` postings were read: a subject
+    is named by its rare words, and a full-text OR query over every word cost ~700 ms per write at a million
+    memories (bm25 scores every memory holding any word) where this costs a few.
+    """
+    import numpy as np
+
+    from memlens.supersede_postings import SimilarityPostings, key_number
+
+    keys = sorted({key_number(token_key(t)) for t in similarity_tokens(memory.content)})
+    if not keys:
         return []
-    sql = (
-        "SELECT m.id FROM (SELECT rowid, bm25(memory_fts) AS score FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?) f "
-        "JOIN memories m ON m.id = f.rowid WHERE m.id != ? AND m.is_latest = 1 AND m.layer = 'semantic' "
-        "AND (m.forget_after IS NULL OR m.forget_after > ?) AND (? IS NULL OR m.project IS NULL OR m.project = ?) ORDER BY f.score LIMIT ?"
-    )
-    try:
-        rows = conn.execute(sql, (match_expression(terms, "OR"), limit * 5, memory.id, now_ts, memory.project, memory.project, limit)).fetchall()
-    except db.sqlite.OperationalError as exc:
-        # A text FTS5 cannot take as a query must not cost the write it rides on; a scan pass compares it later.
-        if isinstance(db.classify(exc, ""), StoreEnvironmentError):
-            raise
+    index = postings if postings is not None else SimilarityPostings()
+    index.sync(conn)
+    keys.sort(key=lambda k: (index.doc_frequency(k), k))
+    found: list[np.ndarray] = []
+    read = 0
+    for i, key in enumerate(keys):
+        holders = index.holders(key)
+        if i >= MIN_PROBED_WORDS and read + len(holders) > CANDIDATE_BUDGET:
+            break
+        found.append(holders.astype(np.int64))
+        read += len(holders)
+    if not read:
         return []
-    return [r[0] for r in rows]
+    ids, shared = np.unique(np.concatenate(found), return_counts=True)
+    keep = index.alive(ids) & (ids != memory.id)
+    ids, shared = ids[keep], shared[keep]
+    best = np.lexsort((-ids, -shared))[: limit * 5]  # most shared words first, then the newest
+    order = {int(mid): rank for rank, mid in enumerate(ids[best].tolist())}
+    if not order:
+        return []
+    marks = ",".join("?" * len(order))
+    rows = conn.execute(
+        # The unary + keeps SQLite on the id lookups: with an index on layer it scanned every semantic memory.
+        f"SELECT id FROM memories WHERE id IN ({marks}) AND +is_latest = 1 AND +layer = 'semantic' "
+        "AND (+forget_after IS NULL OR +forget_after > ?) AND (? IS NULL OR +project IS NULL OR +project = ?)",
+        (*order, now_ts, memory.project, memory.project),
+    ).fetchall()
+    return sorted((r[0] for r in rows), key=order.__getitem__)[:limit]
 
 
 def _newer_older(x: Memory, y: Memory) -> tuple[Memory, Memory]:
@@ -561,7 +593,7 @@ def record_conflicts_of(repo: MemoryRepository, conn: db.Connection, memory_id: 
     if memory.layer != "semantic" or not memory.is_latest:
         return []
     found: list[int] = []
-    for other_id in candidate_ids(conn, memory, ts_from_dt(now)):
+    for other_id in candidate_ids(conn, memory, ts_from_dt(now), postings=repo.ctx.postings):
         if _known_pair(conn, memory.id, other_id):
             continue
         other = repo.get_in(conn, other_id)
@@ -668,7 +700,7 @@ class ConflictService:
         for memory_id in ids:
             with self.ctx.read() as conn:
                 memory = self.memories.get_in(conn, memory_id)
-                others = [self.memories.get_in(conn, i) for i in candidate_ids(conn, memory, ts) if not _known_pair(conn, memory_id, i)]
+                others = [self.memories.get_in(conn, i) for i in candidate_ids(conn, memory, ts, postings=self.ctx.postings) if not _known_pair(conn, memory_id, i)]
             for other in others:
                 newer, older = _newer_older(memory, other)
                 if (newer.id, older.id) in seen:
