@@ -21,6 +21,7 @@ Three parts, in this order:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -108,6 +109,8 @@ _VALUE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("number", re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?!\w|\.\d)")),
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#'’-]*[A-Za-z0-9+#]|[A-Za-z]")
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
 _SENTENCE_START = re.compile(r"(?:^|[.!?;:]\s+|\n)\s*[\"'(]*$")
 _NAMED_TIMES = {"noon": 720, "midday": 720, "midnight": 0}
 
@@ -275,7 +278,10 @@ def _normalise(kind: str, m: re.Match[str]) -> Value | None:
     return Value("number", f"{float(m.group(1)):g}", surface)
 
 
+@functools.lru_cache(maxsize=4096)
 def _analyse(text: str) -> _Analysis:
+    """What the rules read in ``text`` (cached: a new memory is compared with up to twenty others, and the same
+    memories meet again across writes; the result is never changed by its readers)."""
     values, rest = _values(text)
     by_kind: dict[str, set[str]] = {}
     surfaces: dict[tuple[str, str], str] = {}
@@ -312,11 +318,26 @@ def _analyse(text: str) -> _Analysis:
 
 def _is_name(surface: str, before: str) -> bool:
     """Whether a word reads as a name: capitalised mid-sentence, or mixed case / digits inside (PostgreSQL, gpt4)."""
-    if any(ch.isupper() for ch in surface[1:]) or (any(ch.isdigit() for ch in surface) and any(ch.isalpha() for ch in surface)):
+    tail = surface[1:]
+    if tail != tail.lower() or (_HAS_DIGIT.search(surface) is not None and _HAS_LETTER.search(surface) is not None):
         return True
     if not surface[:1].isupper():
         return False
-    return _SENTENCE_START.search(before) is None and surface.lower() not in FILLER
+    return not _at_sentence_start(before) and surface.lower() not in FILLER
+
+
+def _at_sentence_start(before: str) -> bool:
+    """Whether a word preceded by ``before`` starts a sentence: what ``_SENTENCE_START.search(before)`` says, read
+    from the end instead (the regex search cost time in proportion to ``before``, so a long text took quadratic time)."""
+    end = len(before)
+    while end and before[end - 1] in "\"'(":
+        end -= 1
+    start = end
+    while start and before[start - 1].isspace():
+        start -= 1
+    if start == 0 or "\n" in before[start:end]:
+        return True
+    return end > start and before[start - 1] in ".!?;:"
 
 
 def detect(newer: str, older: str) -> Verdict:

@@ -317,3 +317,16 @@ def test_the_labelled_set_is_large_and_varied_and_the_benchmark_runs(capsys: pyt
     assert bench.main(["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["pairs"] == len(pairs) and 0.0 <= data["precision"] <= 1.0 and set(data["splits"]) == {"dev", "holdout"}
+
+
+def test_sentence_start_reads_like_the_regex_it_replaced() -> None:
+    # The regex search over the whole text before each word made detection quadratic in the text's length.
+    import random
+
+    from memlens.conflicts import _SENTENCE_START, _at_sentence_start
+
+    rng = random.Random(5)
+    alphabet = ["a", "B", " ", "  ", "\n", "\t", ".", "!", "?", ";", ":", ",", '"', "'", "(", ")", "x.", ". ", "\u00a0"]
+    for _ in range(20_000):
+        before = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        assert _at_sentence_start(before) == (_SENTENCE_START.search(before) is not None), repr(before)
