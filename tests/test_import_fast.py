@@ -1,6 +1,6 @@
 """The fast bulk paths write exactly what the plain ones write.
 
-``remember_many`` and ``import_records`` write new memories through :mod:`memlens.io.bulk`: FTS rows by
+``remember_many`` and ``import_records`` write new memories through :mod:`memlens.storage.bulk`: FTS rows by
 executemany with the per-row trigger dropped inside the transaction, and (for big loads) records prepared in a
 worker process. Each test writes the same input twice, once the fast way and once through the reference path
 (the trigger, in this process), and compares every table that matters: the rows, the full-text index term by term,
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from memlens import MemoryStore, redact, text
-from memlens.io import bulk, export_file, import_file
+from memlens.io import export_file, import_file
+from memlens.storage import bulk
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 from memlens import db, decay, supersede
 from memlens.errors import InvalidInput, NotFound
-from memlens.io import bulk
 from memlens.models import RELATION_KINDS, Layer, Memory, Origin, source_confidence_for, ts_from_dt, utc_from_ts
 from memlens.redact import redact
+from memlens.storage import bulk
 from memlens.storage.context import StoreContext, content_hash, to_json
 from memlens.storage.results import Relation, SupersedePreview
 from memlens.storage.rows import MEMORY_COLUMNS, RELATION_COLUMNS, memories_from_cursor, memory_from_row, relation_from_row
@@ -804,7 +804,7 @@ _PROJECT_AT, _SESSION_AT, _CREATED_AT, _CHAIN_AT = 4, 5, 10, 13
 def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, cfg: decay.DecayConfig, with_record: bool = False) -> list[PreparedRecord]:
     """The records of ``chunk`` (the position of its first record, and the records) checked, redacted and turned
     into rows; InvalidInput names the first bad record's position. Needs nothing of the store, so a worker
-    process can run it (:func:`memlens.io.bulk.prepared_in_order`)."""
+    process can run it (:func:`memlens.storage.bulk.prepared_in_order`)."""
     start, records = chunk
     return [_prepared(MemoryRepository.prepare_record(record, start + offset, now), cfg, with_record) for offset, record in enumerate(records)]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from memlens import db, decay, supersede
 from memlens.errors import InvalidInput
-from memlens.io import bulk
 from memlens.io.records import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, RelationRecord, SessionRecord
 from memlens.models import RELATION_KINDS, Memory, source_confidence_for, ts_from_dt, utc_from_ts
 from memlens.redact import redact
+from memlens.storage import bulk
 from memlens.storage.context import StoreContext, content_hash, to_json
 from memlens.storage.forgetting import ForgettingRepository
 from memlens.storage.memories import MemoryRepository
@@ -597,7 +597,7 @@ def _flush(
 ) -> None:
     """Insert the pending new memories with their tags, access times and supersede-index entries."""
     if rows:
-        # Rows and their FTS rows by executemany, without the per-row FTS trigger (see memlens.io.bulk).
+        # Rows and their FTS rows by executemany, without the per-row FTS trigger (see memlens.storage.bulk).
         bulk.insert_new(
             conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "

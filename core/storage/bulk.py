@@ -19,13 +19,12 @@ path writes (the equivalence tests in ``tests/test_import_fast.py`` compare the 
 from __future__ import annotations
 
 import os
-import pickle
-import queue
-import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Any, NamedTuple, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    import queue
 
 from memlens import db
 from memlens.storage.context import to_json
@@ -111,7 +110,7 @@ def worth_a_worker(items: Iterable[Any]) -> bool:
 def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel: bool) -> Iterator[R]:
     """``prepare(w)`` for each item of ``work``, in order.
 
-    With ``parallel``, a worker process (``python -m memlens.io.bulk``) computes them a couple of items ahead of
+    With ``parallel``, a worker process (``python -m memlens.storage.bulk``) computes them a couple of items ahead of
     the consumer; ``prepare`` must then be a module-level function or a ``functools.partial`` of one, and items and
     results picklable. An exception raised by ``prepare`` comes out where its item would have, after every earlier
     result; closing the iterator early stops the worker. The worker is a fresh interpreter rather than a fork (a
@@ -121,8 +120,14 @@ def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel:
         for item in work:
             yield prepare(item)
         return
+    # Imported here: every agent hook writes through this module's neighbours and must stay light to start.
+    import pickle
+    import queue
+    import subprocess
+    import threading
+
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen([sys.executable, "-m", "memlens.io.bulk"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "memlens.storage.bulk"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None
     to_send: queue.SimpleQueue[tuple[Callable[[T], R], T] | None] = queue.SimpleQueue()
     feeder = threading.Thread(target=_feed, args=(to_send, proc.stdin), name="memlens-bulk-feeder", daemon=True)
@@ -159,6 +164,8 @@ def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel:
 
 def _feed(to_send: queue.SimpleQueue[Any], pipe: IO[bytes]) -> None:
     """Write the queued work to the worker until told to stop (a thread, so a full pipe never stalls the reader)."""
+    import pickle
+
     try:
         while (message := to_send.get()) is not None:
             pickle.dump(message, pipe, protocol=pickle.HIGHEST_PROTOCOL)
@@ -174,6 +181,8 @@ def _feed(to_send: queue.SimpleQueue[Any], pipe: IO[bytes]) -> None:
 
 def _serve(source: IO[bytes], sink: IO[bytes]) -> None:
     """The worker's loop: each ``(prepare, item)`` read answered by ``(True, result)`` or ``(False, exception)``."""
+    import pickle
+
     while True:
         try:
             prepare, item = pickle.load(source)
