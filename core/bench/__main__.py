@@ -1,9 +1,10 @@
 """``python -m memlens.bench``: speed and scale figures, each beside a baseline measured in the same process.
 
-Sizes default to 10k, 50k and 100k (a few minutes on a 2-core machine); ``--sizes 1m`` adds the million-memory
-figures (about fifteen more minutes, and four to build the store the first time). Generated stores are cached under
-``--cache-dir``; benchmarks that write work on a copy. Prints a readable table, or JSON with ``--json``; ``--out``
-also writes the JSON to a file.
+Sizes default to 10k, 50k and 100k (a few minutes on a 2-core machine); ``--sizes 1m`` gives the million-memory
+figures (on a shared 2-core machine at load 9: 21 minutes without the import benchmark, of which 7.5 built the store;
+the import benchmark imports a million twice more). Generated stores are cached under ``--cache-dir``; benchmarks
+that write work on a copy. Prints a readable table, every time as wall / CPU, or JSON with ``--json``; ``--out``
+also writes the JSON to a file. A benchmark that fails is reported with its error and the others still run.
 """
 
 from __future__ import annotations
