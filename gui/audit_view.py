@@ -6,13 +6,16 @@ import html
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlens.gui import format as fmt
 from memlens.gui.lazy_model import LazyTableModel, lazy_table_view
 from memlens.gui.qt import QtCore, QtWidgets, Signal
 from memlens.gui.tasks import StoreReader
 from memlens.store import AuditCheck, AuditEntry, MemoryStore
+
+if TYPE_CHECKING:
+    from memlens.gui.refresher import Refresher
 
 ENTRY_ROLE = QtCore.Qt.ItemDataRole.UserRole + 1
 
@@ -231,6 +234,13 @@ class AuditView(QtWidgets.QWidget):
             since=utc(self.since) if self.use_since.isChecked() else None,
             until=utc(self.until) if self.use_until.isChecked() else None,
         )
+
+    def show_in(self, pages: QtWidgets.QStackedWidget, refresher: Refresher | None) -> None:
+        """Become the shown page (``refresher`` None: no store open), with the filter applied and anything stale read."""
+        pages.setCurrentWidget(self)
+        if refresher is not None:
+            self.apply_filter()
+            refresher.refresh_stale_page()
 
     def apply_filter(self) -> None:
         """Reload the table with the filter from the controls."""

@@ -330,20 +330,16 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.reader = StoreReader(path, self)
         self.use_store_settings(settings)
         self.refresher.reset()
-        self.model.set_reader(self.reader)
-        self.audit_view.set_reader(self.reader)
-        self.sessions_view.set_reader(self.reader)
-        self.conflicts_view.set_reader(self.reader)
+        for view in (self.model, self.audit_view, self.sessions_view, self.conflicts_view):
+            view.set_reader(self.reader)
         self.details.clear()
 
     def _close_store(self) -> None:
         self.scheduler.stop()
         self.live_timer.stop()
         if self.reader is not None:
-            self.model.set_reader(None)
-            self.audit_view.set_reader(None)
-            self.sessions_view.set_reader(None)
-            self.conflicts_view.set_reader(None)
+            for view in (self.model, self.audit_view, self.sessions_view, self.conflicts_view):
+                view.set_reader(None)
             self.reader.stop()
             self.reader.deleteLater()
             self.reader = None
@@ -394,22 +390,11 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
     def _view_changed(self, key: str) -> None:
         if key == "conflicts":
             return self.conflicts_view.show_in(self.pages)
+        refresher = self.refresher if self.reader is not None else None
         if key == "audit":
-            self.pages.setCurrentWidget(self.audit_view)
-            if self.reader is not None:
-                self.audit_view.apply_filter()
-                self.refresher.refresh_stale_page()
-            return
+            return self.audit_view.show_in(self.pages, refresher)
         if key == "sessions":
-            self.pages.setCurrentWidget(self.sessions_view)
-            if self.reader is not None:
-                model, project = self.sessions_view.model, self.sidebar.current_project()
-                if project != model.project or not (model.rowCount() or model.is_loading()):
-                    self.refresher.stale_pages.discard("sessions")  # read afresh for the project
-                    model.set_project(project)
-                else:
-                    self.refresher.refresh_stale_page()  # in place: the selected session and the scroll position stay
-            return
+            return self.sessions_view.show_in(self.pages, self.sidebar.current_project(), refresher)
         self.pages.setCurrentWidget(self.memory_splitter)
         self.table.horizontalHeader().setSectionHidden(COLUMN_INDEX["layer"], key != "all")
         self.apply_query()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlens.gui import format as fmt
 from memlens.gui.lazy_model import LazyTableModel, lazy_table_view
@@ -13,6 +13,9 @@ from memlens.gui.qt import QtCore, QtWidgets, Signal
 from memlens.gui.tasks import StoreReader
 from memlens.models import Memory
 from memlens.store import MemoryStore, Session
+
+if TYPE_CHECKING:
+    from memlens.gui.refresher import Refresher
 
 
 class SessionTableModel(LazyTableModel):
@@ -143,6 +146,18 @@ class SessionsView(QtWidgets.QWidget):
         self.model.set_reader(reader)
         self.contents = None
         self._show(None)
+
+    def show_in(self, pages: QtWidgets.QStackedWidget, project: str | None, refresher: Refresher | None) -> None:
+        """Become the shown page for ``project`` (``refresher`` None: no store open). Read afresh when the project
+        changed or nothing is shown yet; else refresh in place, so the selected session and the scroll position stay."""
+        pages.setCurrentWidget(self)
+        if refresher is None:
+            return
+        if project != self.model.project or not (self.model.rowCount() or self.model.is_loading()):
+            refresher.stale_pages.discard("sessions")  # read afresh for the project
+            self.model.set_project(project)
+        else:
+            refresher.refresh_stale_page()
 
     def _current_changed(self, current: QtCore.QModelIndex, _previous: QtCore.QModelIndex) -> None:
         session = self.model.session_at(current.row()) if current.isValid() else None
