@@ -301,6 +301,8 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
         if kind == "sqlite":
             _check_identity(conn, path)
         if readonly:
+            if kind == "sqlite":
+                _stand_in_for_later_schema(conn)
             conn.execute("PRAGMA query_only = ON")
         else:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -320,6 +322,44 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
             raise classify(exc, path) from None
         raise
     return conn
+
+
+#: Columns later migrations added to ``memories``, with the value each migration gave existing rows (schema 7's
+#: confidence by origin; schema 9's NULL text importance, which readers compute from the text).
+_LATER_MEMORY_COLUMNS: dict[str, str] = {
+    "source_confidence": "CASE origin WHEN 'user' THEN 1.0 WHEN 'import' THEN 0.9 WHEN 'agent' THEN 0.8 ELSE 0.7 END",
+    "text_importance": "NULL",
+}
+#: Tables later migrations added, as empty stand-ins with the columns readers select (schemas 7 and 8).
+_LATER_TABLES: dict[str, str] = {
+    "conflicts": (
+        "CREATE TEMP TABLE conflicts (id INTEGER PRIMARY KEY, newer_id INTEGER NOT NULL, older_id INTEGER NOT NULL, "
+        "detected_at REAL NOT NULL, score REAL NOT NULL, method TEXT NOT NULL, evidence TEXT NOT NULL DEFAULT '{}', "
+        "status TEXT NOT NULL DEFAULT 'open', resolution TEXT)"
+    ),
+    "similarity_changes": "CREATE TEMP TABLE similarity_changes (seq INTEGER PRIMARY KEY, memory_id INTEGER, latest INTEGER NOT NULL, tag INTEGER NOT NULL)",
+}
+
+
+def _stand_in_for_later_schema(conn: Connection) -> None:
+    """Let a read-only connection to a store from an older schema read like a current one.
+
+    A read-only open cannot migrate, yet every reader selects the current columns. So the columns and tables later
+    migrations added are supplied in the connection's private temp schema (never the file): a ``memories`` view
+    over the stored table with each missing column as the migration would have filled it, and empty tables for
+    missing ones. Unqualified names find temp objects first, so no query changes; SQLite flattens the view, so
+    the stored table's indexes are used as before.
+    """
+    have = {row[1] for row in conn.execute("PRAGMA main.table_info(memories)")}
+    if not have:
+        return  # not a memlens store yet (an empty SQLite file): nothing reads it
+    missing = [f"{expr} AS {name}" for name, expr in _LATER_MEMORY_COLUMNS.items() if name not in have]
+    if missing:
+        conn.execute(f"CREATE TEMP VIEW memories AS SELECT *, {', '.join(missing)} FROM main.memories")
+    tables = {row[0] for row in conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for name, create in _LATER_TABLES.items():
+        if name not in tables:
+            conn.execute(create)
 
 
 #: Stores up to this many pages (8 MiB at 4 KiB a page) get SQLite's whole quick_check when opened: measured at

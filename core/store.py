@@ -661,6 +661,10 @@ class MemoryStore:
         """Every memory (all versions) in id order, with when it was recalled and its outgoing relations."""
         return self.transfer.iter_export_rows(batch=batch)
 
+    def iter_export_conflicts(self) -> Iterator[dict[str, Any]]:
+        """Every recorded conflict (open, resolved, dismissed) in id order, as stored (for export)."""
+        return self.transfer.iter_export_conflicts()
+
     def import_records(self, batch: ImportBatch, *, now: datetime | None = None, progress: Progress | None = None) -> ImportSummary:
         """Write a checked import batch (see :mod:`memlens.io`) in one transaction and say what happened (see
         :meth:`memlens.storage.transfer.TransferRepository.import_records`): existing memories are brought up to date,

@@ -116,6 +116,47 @@ def test_a_store_from_schema_6_gets_confidences_by_origin(db_path: Path, t0: dat
         assert s.list_conflicts() == []
 
 
+def _schema_6_store(db_path: Path, t0: datetime) -> tuple[int, int]:
+    """A store as schema 6 left it: no source_confidence, text_importance, conflicts or similarity_changes."""
+    with MemoryStore.open(db_path) as s:
+        user = s.remember("The wiki lives on Confluence", origin="user", now=t0).id
+        agent = s.remember("The wiki search is slow", now=t0).id
+    conn = db.sqlite.connect(str(db_path), isolation_level=None)
+    for sql in (
+        "DROP TABLE conflicts",
+        "DROP TABLE similarity_changes",
+        "DROP TRIGGER memories_text_importance",
+        "ALTER TABLE memories DROP COLUMN source_confidence",
+        "ALTER TABLE memories DROP COLUMN text_importance",
+        "PRAGMA user_version = 6",
+    ):
+        conn.execute(sql)
+    conn.close()
+    return user, agent
+
+
+def test_a_schema_6_store_reads_read_only_with_the_new_columns_at_their_defaults(db_path: Path, t0: datetime):
+    user, agent = _schema_6_store(db_path, t0)
+    with MemoryStore.open(db_path, readonly=True) as s:
+        assert s.get(user).source_confidence == 1.0 and s.get(agent).source_confidence == 0.8  # as schema 7 would set
+        assert {m.id for m in s.list_memories()} == {user, agent}
+        assert [h.memory.id for h in s.search("Confluence", now=t0)] == [user]
+        assert s.list_conflicts(status="all") == []
+        assert "strength" in s.explain(user, now=t0).lower()
+    conn = db.sqlite.connect(str(db_path), isolation_level=None)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6  # read-only: the file was not migrated
+    assert "source_confidence" not in {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+    conn.close()
+
+
+def test_read_only_cli_commands_read_a_schema_6_store(db_path: Path, t0: datetime, capsys: pytest.CaptureFixture[str]):
+    user, _agent = _schema_6_store(db_path, t0)
+    assert main(["--db", str(db_path), "conflicts", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["--db", str(db_path), "explain", str(user)]) == 0
+    assert "strength" in capsys.readouterr().out.lower()
+
+
 # --- resolution -------------------------------------------------------------------------------------------------
 
 
@@ -136,6 +177,17 @@ def test_the_default_keeps_the_more_trusted_side_and_search_ranks_the_other_lowe
     hits = [h.memory.id for h in store.search("weekly design review", now=now)]
     assert set(hits) == set(before) == {older.id, newer.id} and hits[0] == older.id  # both still found
     assert store.exists(newer.id) and store.get(newer.id).is_latest  # nothing deleted, nothing hidden
+
+
+def test_a_hit_explains_the_confidence_factor_a_resolution_applied(store: MemoryStore, t0: datetime):
+    older, newer, cid = _pair(store, t0)
+    store.resolve_conflict(cid, now=t0 + 2 * HOUR)  # the user's older statement wins; the newer one drops to 0.2
+    hits = {h.memory.id: h for h in store.search("weekly design review", now=t0 + 2 * HOUR)}
+    loser, winner = hits[newer.id], hits[older.id]
+    assert loser.confidence_factor == pytest.approx(0.4) and winner.confidence_factor == 1.0
+    assert "confidence factor x0.40" in loser.explain() and "source confidence 0.20" in loser.explain()
+    assert "confidence" not in winner.explain()
+    assert "confidence factor x0.40" in loser.to_dict()["explanation"]
 
 
 def test_keep_newer_then_undo_restores_everything(store: MemoryStore, t0: datetime):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,7 +172,7 @@ END = {"record": "end", "sessions": 0, "memories": 1, "relations": 0}
     [
         ([], "the file is empty"),
         ([{"format": "other"}], "line 1: not a memlens export"),
-        ([{**HEADER, "version": 2}, END], "export format 2; this memlens reads up to 1"),
+        ([{**HEADER, "version": 3}, END], "export format 3; this memlens reads up to 2"),
         ([HEADER, "{not json", END], "line 2: not valid JSON"),
         ([HEADER, {"record": "gizmo"}, END], "line 2: unknown record 'gizmo'"),
         ([HEADER, MEMORY], "without its end record: it is incomplete"),
@@ -242,3 +243,86 @@ def test_forgotten_memories_stay_forgotten_on_reimport(tmp_path, t0):
         assert summary.skip_reasons["forgotten earlier in this store (stays forgotten)"] == 1
         assert [m.id for m in store.list_memories(now=t0)] == [keep.id]
         assert store.search("elm street", include_expired=True, include_superseded=True, now=t0) == []
+
+
+def _conflicted(s: MemoryStore, t0) -> dict[str, int]:
+    """Four conflicts: one resolved for the more trusted side, one merged into a fact, one dismissed, one open."""
+    pairs = [
+        ("The weekly design review is on Wednesday.", "The weekly design review moved to Thursday."),
+        ("The staging API listens on port 8080.", "The staging API now listens on port 8443."),
+        ("Dark mode is enabled by default.", "Dark mode is disabled by default."),
+        ("The primary database is PostgreSQL.", "The primary database is MySQL."),
+    ]
+    for n, (older, newer) in enumerate(pairs):
+        s.remember(older, origin="user", now=t0 + timedelta(minutes=n))
+        s.remember(newer, now=t0 + timedelta(hours=1, minutes=n))
+    by_text = {c.older.content: c.id for c in s.list_conflicts()}
+    ids = {"trusted": by_text[pairs[0][0]], "merged": by_text[pairs[1][0]], "dismissed": by_text[pairs[2][0]], "open": by_text[pairs[3][0]]}
+    later = t0 + timedelta(hours=2)
+    s.resolve_conflict(ids["trusted"], now=later)
+    s.resolve_conflict(ids["merged"], "merge", text="The staging API listens on port 8443.", forget_after_days=30, now=later)
+    s.resolve_conflict(ids["dismissed"], "not_conflict", now=later)
+    return ids
+
+
+def _conflict_state(s: MemoryStore) -> list[tuple[str, str, str, Any, dict[str, Any]]]:
+    """Each conflict by its two texts, with status, resolution (ids as texts) and evidence: comparable across stores."""
+
+    def text(memory_id: Any) -> Any:
+        return s.get(memory_id).content if isinstance(memory_id, int) and s.exists(memory_id) else memory_id
+
+    state = []
+    for c in s.list_conflicts(status="all"):
+        r = c.resolution
+        shown = None if r is None else {
+            "action": r["action"], "winner": text(r.get("winner")), "fact": text(r.get("fact")), "losers": sorted(text(i) for i in r.get("losers", [])),
+            "confidence_before": {text(int(k)): v for k, v in r["confidence_before"].items()},
+        }  # fmt: skip
+        state.append((c.newer.content, c.older.content, c.status, shown, c.evidence.to_dict()))
+    return sorted(state, key=lambda x: x[0])
+
+
+def test_conflicts_and_confidences_survive_export_and_import(tmp_path, t0):
+    later = t0 + timedelta(hours=3)
+    with MemoryStore.open(tmp_path / "source.db") as s:
+        ids = _conflicted(s, t0)
+        first = tmp_path / "first.jsonl"
+        export_file(s, first, now=t0)
+        want_state = _conflict_state(s)
+        want_confidence = {m.content: m.source_confidence for m in s.list_memories(limit=100)}
+        want_ranking = [h.memory.content for h in s.search("weekly design review", now=later)]
+    assert min(want_confidence.values()) == pytest.approx(0.2)  # something was demoted, so the test means something
+    with MemoryStore.open(tmp_path / "copy.db") as copy:
+        summary = import_file(copy, first, now=t0)
+        assert summary.conflicts_created == 4 and not summary.warnings
+        assert _conflict_state(copy) == want_state
+        assert {m.content: m.source_confidence for m in copy.list_memories(limit=100)} == want_confidence
+        assert [h.memory.content for h in copy.search("weekly design review", now=later)] == want_ranking
+        second = tmp_path / "second.jsonl"
+        export_file(copy, second, now=t0)
+        assert _records(second) == _records(first)
+        assert import_file(copy, first, now=t0).conflicts_created == 0  # importing again changes nothing
+        # The copy's conflicts are live: undoing one there restores the confidence it had before.
+        demoted = next(m for m in copy.list_memories(limit=100) if m.content == "The weekly design review moved to Thursday.")
+        copy.undo_conflict(ids["trusted"], now=later)
+        assert copy.get(demoted.id).source_confidence == 0.8
+
+
+def test_imported_resolutions_name_this_stores_ids(tmp_path, t0):
+    with MemoryStore.open(tmp_path / "source.db") as s:
+        _conflicted(s, t0)
+        path = tmp_path / "export.jsonl"
+        export_file(s, path, now=t0)
+        want_state = _conflict_state(s)
+    with MemoryStore.open(tmp_path / "other.db") as other:
+        for n in range(30):  # ids the file uses are taken here: every memory is renumbered
+            other.remember(f"Unrelated note number {n} about gardening tools", now=t0)
+        import_file(other, path, now=t0)
+        assert _conflict_state(other) == want_state
+
+
+def test_a_version_1_export_without_conflicts_still_imports(store, tmp_path, t0):
+    path = tmp_path / "v1.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in (HEADER, MEMORY, END)) + "\n", encoding="utf-8")
+    summary = import_file(store, path, now=t0)
+    assert summary.created == 1 and store.list_memories()[0].source_confidence == 0.8  # its origin's: agent

@@ -22,6 +22,7 @@ from memlens.errors import InvalidInput
 from memlens.io.problems import json_problem, load_json, utf8_problem
 from memlens.io.records import (
     MATCH_MODES,
+    ConflictRecord,
     ExportSummary,
     ImportBatch,
     ImportSummary,
@@ -34,6 +35,7 @@ from memlens.io.records import (
 __all__ = [
     "FORMATS",
     "MATCH_MODES",
+    "ConflictRecord",
     "ExportSummary",
     "ImportBatch",
     "ImportSummary",

@@ -2,11 +2,12 @@
 
 The first line is a header ``{"format": "memlens", "version": 1, ...}``; then every session (``"record":
 "session"``), every memory with all its versions (``"record": "memory"``, the fields of
-:meth:`memlens.models.Memory.to_dict` plus ``access_log``, the times it was recalled), every relation (``"record":
-"relation"``), and a last line ``{"record": "end", ...}`` with the counts, so a truncated file is recognised.
-Times are ISO 8601 in UTC with microseconds. Exporting a store, importing the file into an empty store and
-exporting again gives the same records (ids, versions, chains, times, access counts, relations, sessions); the
-audit log and the store's settings are not part of an export.
+:meth:`memlens.models.Memory.to_dict` plus ``source_confidence`` and ``access_log``, the times it was recalled),
+every relation (``"record": "relation"``), every detected conflict with its evidence, status and resolution
+(``"record": "conflict"``, from version 2), and a last line ``{"record": "end", ...}`` with the counts, so a
+truncated file is recognised. Times are ISO 8601 in UTC with microseconds. Exporting a store, importing the file
+into an empty store and exporting again gives the same records (ids, versions, chains, times, access counts,
+confidences, relations, conflicts, sessions); the audit log and the store's settings are not part of an export.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 from memlens.errors import InvalidInput
 from memlens.files import replacing
 from memlens.io.problems import json_what, load_json, utf8_problem
-from memlens.io.records import ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord, parent_loop
+from memlens.io.records import ConflictRecord, ExportSummary, ImportBatch, MemoryRecord, Progress, RelationRecord, SessionRecord, parent_loop
 from memlens.models import RELATION_KINDS, Layer, Origin
 from memlens.storage.validation import MAX_EXPIRY, MAX_TIME, check_time, check_whole
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from memlens.store import MemoryStore
 
 FORMAT = "memlens"
-VERSION = 1
+#: 2 added conflict records (version 1 files are read as before: no conflicts, confidences by origin).
+VERSION = 2
 
 _LAYERS = {layer.value for layer in Layer}
 _ORIGINS = {origin.value for origin in Origin}
@@ -44,7 +46,7 @@ def _line(record: dict[str, Any]) -> str:
 
 
 def records(store: MemoryStore, *, now: datetime | None = None, progress: Progress | None = None) -> Iterator[tuple[str, str]]:
-    """The export of ``store`` as ``(record kind, line)`` pairs: header, sessions, memories, relations, end."""
+    """The export of ``store`` as ``(record kind, line)`` pairs: header, sessions, memories, relations, conflicts, end."""
     from memlens import __version__
 
     when = now or datetime.now(timezone.utc)
@@ -65,7 +67,8 @@ def records(store: MemoryStore, *, now: datetime | None = None, progress: Progre
     relations: list[dict[str, Any]] = []
     for memory, accesses, links in store.iter_export_rows():
         memories += 1
-        yield "memory", _line({"record": "memory", **memory.to_dict(), "access_log": [a.isoformat() for a in accesses]})
+        fields = {**memory.to_dict(), "source_confidence": memory.source_confidence}
+        yield "memory", _line({"record": "memory", **fields, "access_log": [a.isoformat() for a in accesses]})
         relations.extend(
             {"record": "relation", "src_id": r.src_id, "dst_id": r.dst_id, "kind": r.kind, "created_at": r.created_at.isoformat(), "score": r.score}
             for r in links
@@ -74,7 +77,12 @@ def records(store: MemoryStore, *, now: datetime | None = None, progress: Progre
             progress(memories, max(total, memories))
     for relation in relations:
         yield "relation", _line(relation)
-    yield "end", _line({"record": "end", "sessions": sessions, "memories": memories, "relations": len(relations)})
+    conflicts = 0
+    for c in store.iter_export_conflicts():
+        conflicts += 1
+        yield "conflict", _line({"record": "conflict", **c, "detected_at": c["detected_at"].isoformat()})
+    end = {"record": "end", "sessions": sessions, "memories": memories, "relations": len(relations), "conflicts": conflicts}
+    yield "end", _line(end)
 
 
 def export(
@@ -161,16 +169,24 @@ def parse(lines: Iterable[str] | IO[str]) -> ImportBatch:
             batch.memories.append(memory)
         elif kind == "relation":
             batch.relations.append(_relation(obj, where))
+        elif kind == "conflict":
+            batch.conflicts.append(_conflict(obj, where))
         elif kind == "end":
             end = obj
         else:
-            raise InvalidInput(f"{where}: unknown record {kind!r} (expected session, memory, relation or end)")
+            raise InvalidInput(f"{where}: unknown record {kind!r} (expected session, memory, relation, conflict or end)")
     if header is None:
         raise InvalidInput("the file is empty (a memlens export starts with a header line)")
     if end is None:
         raise InvalidInput(f"the file ends at line {number} without its end record: it is incomplete (was the export interrupted?)")
-    for name, found in (("sessions", len(batch.sessions)), ("memories", len(batch.memories)), ("relations", len(batch.relations))):
-        if end.get(name) != found:
+    counted = (
+        ("sessions", len(batch.sessions)),
+        ("memories", len(batch.memories)),
+        ("relations", len(batch.relations)),
+        ("conflicts", len(batch.conflicts)),
+    )
+    for name, found in counted:
+        if end.get(name, 0 if name == "conflicts" else None) != found:  # version 1 files count no conflicts
             raise InvalidInput(f"the end record counts {end.get(name)!r} {name}, but the file holds {found}")
     looping = parent_loop(batch.memories)
     if looping is not None:
@@ -263,6 +279,9 @@ def _memory(obj: dict[str, Any], where: str) -> MemoryRecord:
     importance = obj.get("importance")
     if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not math.isfinite(importance) or not 0 <= importance <= 1:
         raise InvalidInput(f"{where}: importance must be a number between 0 and 1, not {importance!r}")
+    confidence = obj.get("source_confidence")
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1):
+        raise InvalidInput(f"{where}: source_confidence must be a number between 0 and 1, not {confidence!r}")
     similarity = obj.get("supersede_similarity")
     if similarity is not None and (isinstance(similarity, bool) or not isinstance(similarity, (int, float)) or not 0 <= similarity <= 1):
         raise InvalidInput(f"{where}: supersede_similarity must be a number between 0 and 1, not {similarity!r}")
@@ -313,6 +332,7 @@ def _memory(obj: dict[str, Any], where: str) -> MemoryRecord:
         forget_after=_time(obj, "forget_after", where, required=False, latest=MAX_EXPIRY),
         pinned=bool(obj.get("pinned", False)),
         metadata=meta,
+        source_confidence=float(confidence) if confidence is not None else None,
         label=where,
     )
 
@@ -332,5 +352,37 @@ def _relation(obj: dict[str, Any], where: str) -> RelationRecord:
         kind=str(kind),
         created_at=_time(obj, "created_at", where),  # type: ignore[arg-type]
         score=float(score) if score is not None else None,
+        label=where,
+    )
+
+
+#: The statuses a conflict record may have (memlens.conflicts.STATUSES).
+_CONFLICT_STATUSES = ("open", "resolved", "dismissed")
+
+
+def _conflict(obj: dict[str, Any], where: str) -> ConflictRecord:
+    newer = _int(obj, "newer_id", where, minimum=1)
+    older = _int(obj, "older_id", where, minimum=1)
+    score = obj.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise InvalidInput(f"{where}: score must be a number, not {score!r}")
+    status = obj.get("status", "open")
+    if status not in _CONFLICT_STATUSES:
+        raise InvalidInput(f"{where}: status must be one of {', '.join(_CONFLICT_STATUSES)}, not {status!r}")
+    evidence = obj.get("evidence") or {}
+    resolution = obj.get("resolution")
+    if not isinstance(evidence, dict) or (resolution is not None and not isinstance(resolution, dict)):
+        raise InvalidInput(f"{where}: evidence and resolution must be objects")
+    if (resolution is None) != (status == "open"):
+        raise InvalidInput(f"{where}: an open conflict has no resolution, and a {status} one needs one")
+    return ConflictRecord(
+        newer_key=str(newer),
+        older_key=str(older),
+        detected_at=_time(obj, "detected_at", where),  # type: ignore[arg-type]
+        score=float(score),
+        method=_str(obj, "method", where, required=True) or "",
+        evidence=evidence,
+        status=str(status),
+        resolution=resolution,
         label=where,
     )

@@ -59,6 +59,8 @@ class MemoryRecord:
     forget_after: datetime | None = None
     pinned: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: How far the memory's source is trusted (memlens files); None: the default for its origin.
+    source_confidence: float | None = None
     label: str = ""
 
 
@@ -107,6 +109,23 @@ class RelationRecord:
 
 
 @dataclass
+class ConflictRecord:
+    """A detected conflict between two records of the batch (or memories already in the store), named by key, with
+    its evidence, status and resolution as :mod:`memlens.conflicts` recorded them (memory ids in the resolution are
+    the exporting store's; the import maps them)."""
+
+    newer_key: str
+    older_key: str
+    detected_at: datetime
+    score: float
+    method: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    status: str = "open"
+    resolution: dict[str, Any] | None = None
+    label: str = ""
+
+
+@dataclass
 class ImportBatch:
     """Everything a reader found in one file, checked and ready to write.
 
@@ -120,6 +139,7 @@ class ImportBatch:
     memories: list[MemoryRecord] = field(default_factory=list)
     sessions: list[SessionRecord] = field(default_factory=list)
     relations: list[RelationRecord] = field(default_factory=list)
+    conflicts: list[ConflictRecord] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     ignored: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -129,7 +149,7 @@ class ImportBatch:
     @property
     def total(self) -> int:
         """How many records the import will go through (the ``total`` given to progress callbacks)."""
-        return len(self.memories) + len(self.sessions) + len(self.relations)
+        return len(self.memories) + len(self.sessions) + len(self.relations) + len(self.conflicts)
 
 
 @dataclass
@@ -151,13 +171,18 @@ class ImportSummary:
     sessions_updated: int = 0
     relations_created: int = 0
     relations_skipped: Counter[str] = field(default_factory=Counter)
+    conflicts_created: int = 0
+    conflicts_updated: int = 0
     ignored: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         """Whether the import wrote anything at all."""
-        return bool(self.created or self.updated or self.sessions_created or self.sessions_updated or self.relations_created)
+        return bool(
+            self.created or self.updated or self.sessions_created or self.sessions_updated or self.relations_created
+            or self.conflicts_created or self.conflicts_updated
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the CLI's ``--json`` output)."""
@@ -173,6 +198,8 @@ class ImportSummary:
             "sessions_updated": self.sessions_updated,
             "relations_created": self.relations_created,
             "relations_skipped": dict(self.relations_skipped),
+            "conflicts_created": self.conflicts_created,
+            "conflicts_updated": self.conflicts_updated,
             "ignored": dict(self.ignored),
             "warnings": list(self.warnings),
         }
@@ -187,6 +214,8 @@ class ImportSummary:
         lines.append(f"  sessions: {self.sessions_created} created, {self.sessions_updated} updated; relations: {self.relations_created} created")
         if self.relations_skipped:
             lines.append("  relations skipped: " + "; ".join(f"{n} {reason}" for reason, n in self.relations_skipped.most_common()))
+        if self.conflicts_created or self.conflicts_updated:
+            lines.append(f"  conflicts: {self.conflicts_created} created, {self.conflicts_updated} updated")
         if self.ignored:
             lines.append("  not imported: " + ", ".join(f"{name} ({n})" for name, n in sorted(self.ignored.items())))
         lines.extend(f"  note: {w}" for w in self.warnings)

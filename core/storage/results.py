@@ -45,6 +45,11 @@ class SupersedePreview:
         }
 
 
+#: The source confidence from which a memory's score is no longer scaled down. Every origin starts at 0.7 or more,
+#: so only a conflict resolved against a memory brings it below (memlens.conflicts.DEMOTION).
+CONFIDENCE_FULL = 0.5
+
+
 @dataclass(frozen=True)
 class Hit:
     """One search result: the memory, its final score, a snippet with matched terms in « », and the parts of
@@ -68,12 +73,23 @@ class Hit:
         """The memory's text around the query's terms, matches in « » (made on first use: many hits are never shown)."""
         return make_snippet(self.memory.content, self.terms)
 
+    @property
+    def confidence_factor(self) -> float:
+        """What the memory's source confidence multiplied its score by: 1 down to a confidence of
+        :data:`CONFIDENCE_FULL`, proportionally below it (the rule search applies, memlens.storage.search)."""
+        return min(1.0, self.memory.source_confidence / CONFIDENCE_FULL)
+
     def explain(self) -> str:
         """The score in words."""
         text = f"bm25 {self.bm25:.3f} -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
         if self.fused:
             place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
             text += f" (relevance from reciprocal rank fusion of bm25 and embeddings; {place})"
+        if self.confidence_factor < 1.0:
+            text += (
+                f" (confidence factor x{self.confidence_factor:.2f}: source confidence {self.memory.source_confidence:.2f}, "
+                "lowered by a conflict resolved against it)"
+            )
         if self.context_penalty:
             kept = self.score / (self.score + self.context_penalty)
             text += f" (context factor x{kept:.2f}, demoted by {self.context_penalty:.2f}: none of the query's context tags)"

@@ -81,6 +81,19 @@ class TransferRepository:
                 yield memory, accesses.get(memory.id, []), links.get(memory.id, [])
             last = high
 
+    def iter_export_conflicts(self) -> Iterator[dict[str, Any]]:
+        """Every recorded conflict in id order: the two memories' ids, when and how it was detected, its evidence,
+        status and resolution (parsed from their JSON), as :mod:`memlens.conflicts` stored them."""
+        with self.ctx.read() as conn:
+            rows = conn.execute(
+                "SELECT newer_id, older_id, detected_at, score, method, evidence, status, resolution FROM conflicts ORDER BY id"
+            ).fetchall()
+        for newer_id, older_id, detected_at, score, method, evidence, status, resolution in rows:
+            yield {
+                "newer_id": newer_id, "older_id": older_id, "detected_at": utc_from_ts(detected_at), "score": score, "method": method,
+                "evidence": json.loads(evidence or "{}"), "status": status, "resolution": json.loads(resolution) if resolution else None,
+            }  # fmt: skip
+
     # import -----------------------------------------------------------------------------------------------------
 
     def was_forgotten(self, rec: MemoryRecord) -> bool:
@@ -137,6 +150,7 @@ class TransferRepository:
             run.match_stored()
             run.write_memories()
             run.write_relations()
+            run.write_conflicts()
             _repair_chains(conn, run.touched_chains, summary)
             run.raise_id_sequence()
             details = {
@@ -147,6 +161,8 @@ class TransferRepository:
                 "sessions_created": summary.sessions_created,
                 "sessions_updated": summary.sessions_updated,
                 "relations_created": summary.relations_created,
+                "conflicts_created": summary.conflicts_created,
+                "conflicts_updated": summary.conflicts_updated,
             }
             self.ctx.audit(conn, "import", run.created_ids if len(run.created_ids) <= 1000 else [], details, now)
         return summary
@@ -357,7 +373,7 @@ class _ImportRun:
                     int(rec.is_latest), ts_from_dt(rec.forget_after) if rec.forget_after else None, int(rec.pinned),
                     bulk.json_text(rec.metadata), len(tokens),
                     decay.sweep_fade_at(rec.layer, rec.type, rec.importance, accessed, rec.access_count, rec.pinned, cfg),
-                    content_hash(rec.content), source_confidence_for(rec.origin),
+                    content_hash(rec.content), _confidence(rec),
                 )
             )  # fmt: skip
             tag_rows.extend((t, memory_id) for t in rec.tags)
@@ -401,6 +417,52 @@ class _ImportRun:
                 summary.relations_created += cur.rowcount
             self.tick()
 
+    def write_conflicts(self) -> None:
+        """The file's conflicts between memories that are here, their resolutions' memory ids mapped to this store's.
+        A pair the store has recorded already takes the file's status and resolution, as a stored memory takes the
+        file's importance and confidence; one naming a memory that is not here is skipped."""
+        summary = self.summary
+        skipped = 0
+        for rec in self.batch.conflicts:
+            newer, older = self.linked(rec.newer_key), self.linked(rec.older_key)
+            if newer is None or older is None or newer == older:
+                skipped += 1
+                self.tick()
+                continue
+            resolution = to_json(self.mapped_resolution(rec.resolution)) if rec.resolution is not None else None
+            row = self.conn.execute("SELECT id, status, resolution FROM conflicts WHERE newer_id = ? AND older_id = ?", (newer, older)).fetchone()
+            if row is None:
+                self.conn.execute(
+                    "INSERT INTO conflicts(newer_id, older_id, detected_at, score, method, evidence, status, resolution) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (newer, older, ts_from_dt(rec.detected_at), rec.score, rec.method, to_json(rec.evidence), rec.status, resolution),
+                )
+                summary.conflicts_created += 1
+            elif (row[1], row[2]) != (rec.status, resolution):
+                self.conn.execute("UPDATE conflicts SET status = ?, resolution = ? WHERE id = ?", (rec.status, resolution, row[0]))
+                summary.conflicts_updated += 1
+            self.tick()
+        if skipped:
+            summary.warnings.append(f"{skipped} conflicts name a memory that is in neither the file nor the store; they were not imported")
+
+    def mapped_resolution(self, resolution: dict[str, Any]) -> dict[str, Any]:
+        """A resolution with the exporting store's memory ids replaced by this store's. An id that is in neither
+        the file nor the store is dropped: here it could name an unrelated memory, which undo would then change."""
+
+        def mapped(memory_id: Any) -> int | None:
+            return self.linked(str(memory_id)) if memory_id is not None else None
+
+        out = dict(resolution)
+        for name in ("winner", "fact"):
+            if name in out:
+                out[name] = mapped(out[name])
+        for name in ("losers", "tagged"):
+            if name in out:
+                out[name] = [m for m in (mapped(i) for i in out[name] or []) if m is not None]
+        for name in ("confidence_before", "ttl_before"):
+            if isinstance(out.get(name), dict):
+                out[name] = {str(m): v for k, v in out[name].items() if (m := mapped(k)) is not None}
+        return out
+
     def raise_id_sequence(self) -> None:
         """A memlens file's ids (written, mentioned, or used by the exporting store) are never handed out again."""
         if not self.by_id:
@@ -423,6 +485,8 @@ class _ImportRun:
         sets: dict[str, Any] = {}
         if abs(rec.importance - m.importance) > 1e-9:
             sets["importance"] = rec.importance
+        if rec.source_confidence is not None and abs(rec.source_confidence - m.source_confidence) > 1e-9:
+            sets["source_confidence"] = rec.source_confidence  # a conflict resolved against it in the exporting store
         if tuple(rec.tags) != m.tags:
             sets["tags"] = to_json(list(rec.tags))
             conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (m.id,))
@@ -473,6 +537,11 @@ class _ImportRun:
         self.summary.update_reasons["changed since the last import (" + ", ".join(k.replace("_", " ") for k in changed) + ")"] += 1
 
 
+def _confidence(rec: MemoryRecord) -> float:
+    """The source confidence a new memory is written with: the file's (a memlens export), else its origin's."""
+    return rec.source_confidence if rec.source_confidence is not None else source_confidence_for(rec.origin)
+
+
 def clean_import_record(rec: MemoryRecord) -> MemoryRecord:
     """The record validated, its text, title and metadata redacted; InvalidInput names the record."""
     try:
@@ -510,6 +579,9 @@ def clean_import_record(rec: MemoryRecord) -> MemoryRecord:
         similarity = rec.supersede_similarity
         if similarity is not None and (not isinstance(similarity, (int, float)) or not 0.0 <= similarity <= 1.0):
             raise InvalidInput(f"supersede_similarity must be between 0 and 1, not {similarity!r}")
+        confidence = rec.source_confidence
+        if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 <= confidence <= 1.0):
+            raise InvalidInput(f"source_confidence must be between 0 and 1, not {confidence!r}")
         return replace(
             rec,
             type=type_,
