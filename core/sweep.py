@@ -556,6 +556,10 @@ def _apply_batch(
             )
             supersede.unindex_latest(conn, d.memory_id, similarity_tokens(content))
             store.memories.link(conn, link.newer_id, d.memory_id, "supersedes", ts, link.similarity)
+            # The cascade, as on any supersede: what pointed at the duplicate now points at the version that
+            # replaced it too (a summary's sources, a contradiction), audited by carry_relations itself.
+            carried = store.memories.carry_relations(conn, d.memory_id, link.newer_id, now)
+            details["carried_relations"] = len(carried)
             store.ctx.audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "newer_id": link.newer_id, "reason": d.reason}, now)
         else:
             if d.action == "archive":

@@ -102,3 +102,25 @@ def test_the_cascade_rolls_back_with_a_failed_supersede(store: MemoryStore, t0, 
     monkeypatch.undo()
     assert links(store, summary.id) == before
     assert store.get(yarn.id).is_latest
+
+
+def test_the_sweeps_near_duplicate_merge_carries_relations_too(store: MemoryStore, t0):
+    text = "The staging database listens on port 5433 behind the bastion host in the Frankfurt region for all services"
+    store.remember_many(
+        [{"content": text, "tags": ["db"], "created_at": t0}, {"content": text + " now", "tags": ["db"], "created_at": t0 + timedelta(hours=1)}],
+        now=t0,
+    )
+    older, newer = (m.id for m in sorted(store.list_memories(), key=lambda m: m.id))
+    summary = store.remember("Where the staging services live, summarised", type="summary", now=t0)
+    store.relate(summary.id, older, "derives", now=t0)
+
+    report = store.sweep(now=t0 + timedelta(hours=3))
+
+    assert [(d.memory_id, d.action) for d in report.decisions] == [(older, "mark_not_latest")]
+    assert (summary.id, newer, "derives") in links(store, newer)  # the summary's source is the current version now
+    assert (summary.id, older, "derives") in links(store, older)  # and the old version keeps its link
+    assert [(r.src_id, r.dst_id, r.kind) for r in store.carried_relations(older, newer)] == [(summary.id, newer, "derives")]
+    [carried] = [e for e in store.audit(operation="relate") if e.details.get("carried_from") == older]
+    assert carried.details["carried_to"] == newer and carried.details["relations"] == [[summary.id, newer, "derives"]]
+    [swept] = [e for e in store.audit(operation="sweep") if e.details.get("rule") == "duplicate"]
+    assert swept.details["carried_relations"] == 1
