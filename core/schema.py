@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
@@ -321,4 +321,15 @@ _V9 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9)]
+# Version 10: the TTL index covers the sweep's query of what is due (``memlens.sweep.StoreView.expired``: id, title
+# and TTL of the unpinned memories created by a cutoff), so at a million memories that query reads ~10,000 index
+# entries in order instead of ~10,000 scattered table rows (19.5 -> 5.7 ms CPU). ``id`` right after the TTL makes
+# the index order the query's ORDER BY (forget_after, id): no sort. It replaces the old index of the same name
+# rather than sitting beside it (SQLite kept choosing the narrower one). Dropped and created again, so the step is
+# idempotent.
+_V10 = [
+    "DROP INDEX IF EXISTS memories_by_ttl",
+    "CREATE INDEX memories_by_ttl ON memories(forget_after, id, pinned, created_at, title) WHERE forget_after IS NOT NULL",
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9), (10, _V10)]

@@ -12,7 +12,7 @@ from memlens.text import local_time
 
 
 class TtlRule(RowRule):
-    """Forgets memories whose TTL ran out (found through the ``memories_by_ttl`` index)."""
+    """Forgets memories whose TTL ran out (read from the ``memories_by_ttl`` index alone, which covers the query)."""
 
     name = "ttl"
     label = "TTL"
