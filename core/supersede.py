@@ -18,8 +18,9 @@ the postings), bounds a candidate's similarity by (hits + unprobed tokens) / |x|
 discards nearly all of them; only the few left are looked up and compared.
 
 Writers: whatever makes a memory latest or stops it being latest calls :func:`index_latest`,
-:func:`index_latest_many` (bulk, e.g. an import, also in a deferred pass after the rows are inserted) or
-:func:`unindex_latest`, inside the same transaction; they keep the FTS5 index, the token counts and the change log.
+:func:`index_latest_many` (bulk, e.g. an import, also in a deferred pass after the rows are inserted),
+:func:`unindex_latest` or :func:`unindex_latest_many` (bulk, a forget of many), inside the same transaction; they
+keep the FTS5 index, the token counts and the change log.
 """
 
 from __future__ import annotations
@@ -124,6 +125,25 @@ def unindex_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> 
     conn.executemany("UPDATE token_stats SET df = df - 1 WHERE key = ?", keys)
     conn.executemany("DELETE FROM token_stats WHERE key = ? AND df <= 0", keys)
     log_changes(conn, [memory_id], False)
+
+
+def unindex_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]]]) -> None:
+    """Bulk form of :func:`unindex_latest` (a bulk forget): one counter update per distinct key for the whole
+    batch, and the memories' leaving logged together (from ``BULK_RESET`` of them, as one "rebuild" row)."""
+    counts: Counter[str] = Counter()
+    payload = []
+    for memory_id, tokens in rows:
+        if not tokens:
+            continue
+        text = keys_text(tokens)
+        payload.append((memory_id, text))
+        counts.update(text.split())
+    if not payload:
+        return
+    conn.executemany("INSERT INTO similarity_index(similarity_index, rowid, keys) VALUES ('delete', ?, ?)", payload)
+    conn.executemany("UPDATE token_stats SET df = df - ? WHERE key = ?", [(n, k) for k, n in counts.items()])
+    conn.executemany("DELETE FROM token_stats WHERE key = ? AND df <= 0", [(k,) for k in counts])
+    log_changes(conn, [memory_id for memory_id, _ in payload], False)
 
 
 def _min_hits(size: int, rest: int, per_hit: int, threshold: float) -> int | None:

@@ -18,6 +18,7 @@ import pytest
 from memlens import MemoryStore, supersede
 from memlens import supersede_postings as postings_module
 from memlens.io import export_file, import_file
+from memlens.storage import forgetting
 from memlens.supersede import Match, brute_force_best, compatible_projects, find_best
 from memlens.text import jaccard, similarity_tokens
 
@@ -267,3 +268,62 @@ def test_a_read_only_store_builds_its_copy_and_stays_read_only(db_path, t0):
         preview = store.memories.preview_supersede("install dependencies with yarn in this project", now=t0)
         assert preview.action == "supersede"
         assert store.conn.execute("PRAGMA query_only").fetchone()[0] == 1
+
+
+def _token_stats_from_scratch(store: MemoryStore) -> dict[str, int]:
+    """What token_stats should hold: each key's number of latest memories with similarity tokens holding it."""
+    counts: dict[str, int] = {}
+    for (content,) in store.conn.execute("SELECT content FROM memories WHERE is_latest = 1"):
+        for key in supersede.keys_text(similarity_tokens(content)).split():
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_a_bulk_forget_keeps_other_stores_copies_and_the_token_counts_exact(db_path, t0):
+    rng = random.Random(71)
+    now = (t0 + timedelta(hours=6)).timestamp()
+    with MemoryStore.open(db_path) as reader:
+        texts = _fill(reader, rng, t0, 260)
+        probes = [_text(rng, rng.choice(texts).split()) for _ in range(25)] + texts[:15]
+        _assert_exact(reader, probes, now)
+        with MemoryStore.open(db_path) as writer:
+            older = [r[0] for r in writer.conn.execute("SELECT id FROM memories WHERE is_latest = 0 LIMIT 10")]
+            with_parents = [r[0] for r in writer.conn.execute("SELECT id FROM memories WHERE is_latest = 1 AND parent_id IS NOT NULL LIMIT 40")]
+            assert older and with_parents  # forgetting these brings earlier versions back as latest
+            latest = [r[0] for r in writer.conn.execute("SELECT id FROM memories WHERE is_latest = 1 ORDER BY random() LIMIT 150")]
+            doomed = list(dict.fromkeys(older + with_parents + latest))
+            assert len(doomed) >= forgetting.BULK_PURGE_ROWS  # the bulk pass, index merge and all
+            seen: list[str] = []
+            writer.conn.set_trace_callback(seen.append)
+            result = writer.forget_many(doomed, now=t0 + timedelta(hours=2))
+            writer.conn.set_trace_callback(None)
+            assert set(result.erased) == set(doomed) and result.restored_latest
+            # One change-log batch for the memories that left and one for those brought back, not one a memory.
+            assert sum("FROM similarity_changes" in sql and "MAX(seq)" in sql for sql in seen) <= 2
+            _assert_exact(writer, probes, now)
+        _assert_exact(reader, probes, now)
+        assert reader.ctx.postings.builds == 1  # caught up through the change log
+        assert dict(reader.conn.execute("SELECT key, df FROM token_stats")) == _token_stats_from_scratch(reader)
+
+
+def test_unindex_latest_many_does_what_unindex_latest_does_one_by_one(tmp_path, t0):
+    rng = random.Random(81)
+    paths = [tmp_path / "one.db", tmp_path / "many.db"]
+    for path in paths:
+        with MemoryStore.open(path) as store:
+            _fill(store, random.Random(81), t0, 60)
+    with MemoryStore.open(paths[0]) as one, MemoryStore.open(paths[1]) as many:
+        rows = [(mid, similarity_tokens(content)) for mid, content in one.conn.execute("SELECT id, content FROM memories WHERE is_latest = 1")]
+        picked = rng.sample(rows, 25)
+        with one.ctx.write() as conn:
+            for mid, tokens in picked:
+                supersede.unindex_latest(conn, mid, tokens)
+        with many.ctx.write() as conn:
+            supersede.unindex_latest_many(conn, picked)
+        for query in ("SELECT key, df FROM token_stats ORDER BY key", "SELECT memory_id, latest FROM similarity_changes ORDER BY seq"):
+            assert one.conn.execute(query).fetchall() == many.conn.execute(query).fetchall()
+        gone = {mid for mid, _ in picked}
+        for store in (one, many):
+            keys = {k for _, tokens in picked for k in supersede.keys_text(tokens).split()}
+            held = {r[0] for k in keys for r in store.conn.execute("SELECT rowid FROM similarity_index WHERE similarity_index MATCH ?", (f'"{k}"',))}
+            assert not held & gone

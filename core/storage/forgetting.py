@@ -94,13 +94,9 @@ def _restore_latest(conn: db.Connection, chain_ids: Iterable[int]) -> dict[int, 
     for chain_id, memory_id, version, content in db.select_in(conn, "SELECT chain_id, id, version, content FROM memories WHERE chain_id IN ({marks})", orphaned):
         if chain_id not in newest or (version, memory_id) > newest[chain_id][:2]:
             newest[chain_id] = (version, memory_id, content)
-    restored: dict[int, int] = {}
-    for chain_id in orphaned:
-        if chain_id in newest:
-            _, memory_id, content = newest[chain_id]
-            conn.execute("UPDATE memories SET is_latest = 1 WHERE id = ?", (memory_id,))
-            supersede.index_latest(conn, memory_id, similarity_tokens(content))
-            restored[chain_id] = memory_id
+    restored = {chain_id: newest[chain_id][1] for chain_id in orphaned if chain_id in newest}
+    conn.executemany("UPDATE memories SET is_latest = 1 WHERE id = ?", [(memory_id,) for memory_id in restored.values()])
+    supersede.index_latest_many(conn, [(newest[chain_id][1], similarity_tokens(newest[chain_id][2])) for chain_id in restored])
     return restored
 
 
@@ -252,9 +248,7 @@ class ForgettingRepository:
         if bulk:
             for table in _INDEXES:
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 0)")
-        for d in rows.values():
-            if d.is_latest:
-                supersede.unindex_latest(conn, d.id, similarity_tokens(d.content))
+        supersede.unindex_latest_many(conn, [(d.id, similarity_tokens(d.content)) for d in rows.values() if d.is_latest])
         _delete(conn, list(rows))
         if bulk:
             for table in _INDEXES:
