@@ -40,9 +40,13 @@ class SearchTuning:
     content_weight: float = 1.0
     #: bm25 weight of a memory's tags: a tag is a deliberate label, so a match there counts double.
     tags_weight: float = 2.0
-    #: k of reciprocal rank fusion with vector search: a candidate at rank r counts 1/(k + r) from each list.
-    #: A larger k flattens the difference between the top ranks.
+    #: No longer used: vector search was fused by reciprocal rank with this k before :attr:`fusion_alpha`. Kept
+    #: so settings saved with it still load and round-trip.
     rrf_k: int = 60
+    #: Weight of bm25 in fusion with vector search: relevance = alpha * bm25 / best bm25 of the candidates +
+    #: (1 - alpha) * cosine min-max normalised over them. 1 is bm25's ranking exactly; 0.7 was best on LoCoMo dev
+    #: for three embedding models (issue 15), where an equal vote (RRF) lost to bm25 alone.
+    fusion_alpha: float = 0.7
     #: Share of a hit's relevance given to the next memory of its session (the reply, the outcome of a call).
     next_turn_share: float = 0.7
     #: Share of a hit's relevance given to the memory before it in its session (what set it up).
@@ -78,7 +82,7 @@ class SearchTuning:
                 continue
             if not math.isfinite(number) or number < 0:
                 raise ValueError(f"search.{f.name} must be a non-negative number, not {value!r}")
-            if f.name.endswith(("_share", "_factor")) and number > 1:
+            if f.name.endswith(("_share", "_factor", "_alpha")) and number > 1:
                 # A neighbour's share above 1 would let it outrank the hit that brought it in.
                 raise ValueError(f"search.{f.name} must be between 0 and 1, not {value!r}")
             kwargs[f.name] = number

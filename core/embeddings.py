@@ -2,7 +2,11 @@
 
 Off by default: nothing here runs unless an endpoint is configured with ``MEMLENS_EMBED_BASE_URL`` (for example
 ``http://localhost:11434/v1``) and ``MEMLENS_EMBED_MODEL``, optionally ``MEMLENS_EMBED_API_KEY`` (or
-``OPENAI_API_KEY``) and ``MEMLENS_EMBED_TIMEOUT``, or a caller passes an :class:`EmbeddingClient`. Vectors are kept
+``OPENAI_API_KEY``) and ``MEMLENS_EMBED_TIMEOUT``, or a caller passes an :class:`EmbeddingClient`. Asymmetric models
+(e5, bge, nomic) want queries and documents marked differently: ``MEMLENS_EMBED_QUERY_PREFIX`` and
+``MEMLENS_EMBED_DOCUMENT_PREFIX`` (e5: ``"query: "`` and ``"passage: "``) are put before each text, and
+``MEMLENS_EMBED_QUERY_MODEL`` names another model for queries, for services that serve the two sides of one model
+under two names. Vectors are kept
 in the store as float32 little-endian blobs (table ``memory_vectors``). The endpoint's answer is never trusted:
 its shape, count and dimension are checked and any problem raises :class:`EmbeddingError`, so a caller that
 catches it writes nothing. numpy is imported only inside the functions that need it (the agent hook path never
@@ -39,12 +43,21 @@ class EmbeddingConfig:
     """Where and how to reach an OpenAI-compatible embeddings endpoint. ``base_url`` ends before ``/embeddings``."""
 
     base_url: str
+    #: The model that embeds memories; stored beside every vector, and what a query's vector is compared within.
     model: str
     api_key: str | None = None
     timeout: float = 30.0
+    #: Put before every query (e5-style models: ``"query: "``).
+    query_prefix: str = ""
+    #: Put before every memory's text when it is embedded (e5-style models: ``"passage: "``).
+    document_prefix: str = ""
+    #: Another model for queries, whose vectors live in the same space as ``model``'s; None: ``model``.
+    query_model: str | None = None
 
     def __post_init__(self) -> None:
         check_endpoint(self.base_url, self.model, self.timeout, what="embedding", error=EmbeddingError)
+        if self.query_model is not None and not self.query_model.strip():
+            raise EmbeddingError("embedding query model name is empty (leave it unset to use the document model)")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EmbeddingConfig | None:
@@ -54,7 +67,17 @@ class EmbeddingConfig:
         if found is None:
             return None
         base_url, model, api_key, timeout = found
-        return cls(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
+        env = os.environ if environ is None else environ
+        # Prefixes are taken verbatim: the space after "query:" is part of what the model was trained on.
+        return cls(
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            timeout=timeout,
+            query_prefix=env.get("MEMLENS_EMBED_QUERY_PREFIX", ""),
+            document_prefix=env.get("MEMLENS_EMBED_DOCUMENT_PREFIX", ""),
+            query_model=env.get("MEMLENS_EMBED_QUERY_MODEL", "").strip() or None,
+        )
 
 
 class EmbeddingClient:
@@ -73,8 +96,18 @@ class EmbeddingClient:
         """The model name sent with every request (and stored beside every vector)."""
         return self.config.model
 
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """One vector per text, in order, as a float32 array of shape ``(len(texts), dimension)``.
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Vectors for memories' texts, as :meth:`embed` gives them, each text after the configured document prefix."""
+        return self.embed(texts, prefix=self.config.document_prefix)
+
+    def embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        """The vector of one search query, shape ``(1, dimension)``: the query prefix before it, sent to the query
+        model when one is configured (else :attr:`model`). Errors as :meth:`embed`."""
+        return self.embed([query], prefix=self.config.query_prefix, model=self.config.query_model)
+
+    def embed(self, texts: Sequence[str], *, prefix: str = "", model: str | None = None) -> npt.NDArray[np.float32]:
+        """One vector per text, in order, as a float32 array of shape ``(len(texts), dimension)``, each text sent
+        as ``prefix + text`` to ``model`` (default :attr:`model`).
 
         Texts are sent ``batch`` at a time, each cut to 8,000 characters. Raises ``EmbeddingError`` on timeout,
         unreachable endpoint, HTTP error status, or an answer that is not one finite number list per text, all of
@@ -84,14 +117,14 @@ class EmbeddingClient:
 
         if isinstance(texts, str):
             raise EmbeddingError("embed() takes a list of texts, not one string")
-        inputs = [(t if isinstance(t, str) else str(t))[:MAX_INPUT_CHARS] or " " for t in texts]
+        inputs = [(prefix + (t if isinstance(t, str) else str(t)))[:MAX_INPUT_CHARS] or " " for t in texts]
         if not inputs:
             return np.zeros((0, 0), dtype=np.float32)
         parts: list[npt.NDArray[np.float32]] = []
         dim: int | None = None
         for start in range(0, len(inputs), self.batch):
             chunk = inputs[start : start + self.batch]
-            vectors = self._embed_batch(chunk)
+            vectors = self._embed_batch(chunk, model or self.config.model)
             if dim is None:
                 dim = vectors.shape[1]
             elif vectors.shape[1] != dim:
@@ -99,9 +132,10 @@ class EmbeddingClient:
             parts.append(vectors)
         return np.vstack(parts) if len(parts) > 1 else parts[0]
 
-    def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        answer = self._endpoint.post({"model": self.config.model, "input": texts})
+    def _embed_batch(self, texts: list[str], model: str) -> npt.NDArray[np.float32]:
+        answer = self._endpoint.post({"model": model, "input": texts})
         return parse_embeddings(answer, len(texts))
+
 
 def parse_embeddings(answer: Any, expected: int) -> npt.NDArray[np.float32]:
     """The vectors of an OpenAI-style embeddings answer (``{"data": [{"embedding": [...], "index": i}, ...]}``)

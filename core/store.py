@@ -432,8 +432,8 @@ class MemoryStore:
 
         Optional embeddings (off by default): with an ``embedder``, or ``semantic=True`` and ``MEMLENS_EMBED_*``
         configured, the query is embedded and the nearest stored vectors (cosine; see :meth:`embed_pending`)
-        among memories passing the same filters join the bm25 candidates by reciprocal rank fusion before the
-        retention stage; ``semantic=False`` turns it off even with an embedder, and raw queries never use it. This
+        among memories passing the same filters join the bm25 candidates, relevance becoming
+        ``fusion_alpha * bm25 / best + (1 - fusion_alpha) * min-max cosine`` before the retention stage; ``semantic=False`` turns it off even with an embedder, and raw queries never use it. This
         is a full pass over the stored vectors (linear in their number). If the endpoint fails, search returns the
         bm25 results without raising, also with an explicitly given embedder (a warning goes to the log).
         """

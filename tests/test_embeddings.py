@@ -330,7 +330,7 @@ def test_semantic_search_finds_a_memory_sharing_no_word_with_the_query(store, t0
     assert garage["car"] in ids
     car = next(h for h in hits if h.memory.id == garage["car"])
     assert car.fused and car.vector_rank is not None and car.bm25 == 0.0
-    assert "reciprocal rank fusion" in car.explain()
+    assert "fused from bm25 and embeddings" in car.explain() and "cosine share" in car.explain()
     assert car.to_dict()["vector_rank"] == car.vector_rank
 
 

@@ -51,6 +51,36 @@ CONFIDENCE_FULL = 0.5
 
 
 @dataclass(frozen=True)
+class FusionParts:
+    """How bm25 and vector search made a hit's first relevance (memlens.storage.search, stage 2):
+    ``alpha * bm25_part + (1 - alpha) * cosine_part``."""
+
+    #: The weight of bm25 (``search.fusion_alpha``).
+    alpha: float
+    #: The hit's bm25 over the best bm25 among the candidates (0 when bm25 did not find it).
+    bm25_part: float
+    #: Cosine similarity of the query's vector and the memory's; None when the memory has no stored vector.
+    cosine: float | None
+    #: The cosine min-max normalised over the candidates (0 for the least similar and for no vector).
+    cosine_part: float
+
+    @property
+    def bm25_share(self) -> float:
+        """What bm25 added: ``alpha * bm25_part``."""
+        return self.alpha * self.bm25_part
+
+    @property
+    def cosine_share(self) -> float:
+        """What the vectors added: ``(1 - alpha) * cosine_part``."""
+        return (1.0 - self.alpha) * self.cosine_part
+
+    @property
+    def value(self) -> float:
+        """The fused relevance, before it is normalised to the best candidate's."""
+        return self.bm25_share + self.cosine_share
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result: the memory, its final score, a snippet with matched terms in « », and the parts of
     the score (``relevance`` from bm25 normalised to the best hit, ``retention`` the composite score)."""
@@ -61,12 +91,13 @@ class Hit:
     retention: float
     bm25: float
     context_penalty: float = 0.0
-    #: True when bm25 was fused with vector search (reciprocal rank fusion); ``vector_rank`` is then the memory's
-    #: 1-based place among the nearest vectors, None when it was not among them.
+    #: True when bm25 was fused with vector search; ``vector_rank`` is then the memory's 1-based place among the
+    #: nearest vectors, None when it was not among them, and ``fusion`` how each side counted.
     fused: bool = False
     vector_rank: int | None = None
     #: The query's terms, which :attr:`snippet` highlights.
     terms: tuple[QueryTerm, ...] = ()
+    fusion: FusionParts | None = None
 
     @cached_property
     def snippet(self) -> str:
@@ -84,7 +115,14 @@ class Hit:
         text = f"bm25 {self.bm25:.3f} -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
         if self.fused:
             place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
-            text += f" (relevance from reciprocal rank fusion of bm25 and embeddings; {place})"
+            text += f" (relevance fused from bm25 and embeddings; {place}"
+            if (parts := self.fusion) is not None:
+                similarity = "no vector" if parts.cosine is None else f"cosine {parts.cosine:.3f}"
+                text += (
+                    f": bm25 share {parts.bm25_share:.3f} = {parts.alpha:.2f} x {parts.bm25_part:.3f} of the best bm25, "
+                    f"cosine share {parts.cosine_share:.3f} = {1 - parts.alpha:.2f} x {parts.cosine_part:.3f} ({similarity}, min-max over the candidates)"
+                )
+            text += ")"
         if self.confidence_factor < 1.0:
             text += (
                 f" (confidence factor x{self.confidence_factor:.2f}: source confidence {self.memory.source_confidence:.2f}, "
@@ -106,6 +144,7 @@ class Hit:
             "bm25": round(self.bm25, 6),
             "explanation": self.explain(),
             **({"vector_rank": self.vector_rank} if self.fused else {}),
+            **({"bm25_share": round(self.fusion.bm25_share, 6), "cosine_share": round(self.fusion.cosine_share, 6)} if self.fusion else {}),
         }
 
 

@@ -7,8 +7,9 @@ Search ranks in five stages, each a function below, with their constants in
    rarer terms and then to any term only when that finds too little. How many memories each term matches
    (:meth:`SearchRepository._match_counts`, one statement) picks the plan (:func:`plan_query`): a stage that
    cannot find enough is not run at all;
-2. **fusion** (:meth:`SearchRepository._fuse_vectors`, optional): with embeddings, relevance becomes the reciprocal
-   rank fusion of the bm25 ranks and the ranks of the nearest stored vectors;
+2. **fusion** (:meth:`SearchRepository._fuse_vectors`, optional): with embeddings, the nearest stored vectors join
+   the candidates and relevance becomes ``fusion_alpha * bm25 / best bm25 + (1 - fusion_alpha) * cosine`` (cosine
+   min-max normalised over the candidates): scores, not ranks, so bm25's spread survives;
 3. **neighbours** (:meth:`SearchRepository._add_neighbours`): the memories recorded right after and right before a
    strong hit in its session join as context, with a share of its relevance;
 4. **session share** (:func:`add_session_share`): a memory gains a share of its session's summed relevance;
@@ -38,7 +39,7 @@ from memlens.errors import InvalidInput, QueryError, StoreEnvironmentError
 from memlens.models import Memory, ts_from_dt
 from memlens.storage.context import StoreContext, resolve_now
 from memlens.storage.filters import MemoryFilter, filter_sql
-from memlens.storage.results import Hit
+from memlens.storage.results import FusionParts, Hit
 from memlens.storage.rows import M_COLUMNS, memories_from_cursor, memory_from_row
 from memlens.storage.validation import LAYERS, check_count, check_tags
 from memlens.text import QueryTerm, clean_text, match_expression, query_terms
@@ -233,8 +234,9 @@ class SearchRepository:
             rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
             fused: dict[int, float] = {}
             vector_rank: dict[int, int] = {}
+            parts: dict[int, FusionParts] = {}
             if probe is not None:
-                rows, fused, vector_rank = self._fuse_vectors(conn, rows, probe, where, params, pool, tuning)
+                rows, fused, vector_rank, parts = self._fuse_vectors(conn, rows, probe, where, params, pool, tuning)
             if not rows:
                 return []
             found = initial_relevance(rows, fused)
@@ -258,6 +260,7 @@ class SearchRepository:
                     bool(fused),
                     vector_rank.get(memory.id),
                     tuple(terms),  # the snippet is made when it is first read
+                    fusion=parts.get(memory.id),
                 )
             )
         return hits
@@ -363,40 +366,58 @@ class SearchRepository:
         params: list[Any],
         pool: int,
         tuning: SearchTuning,
-    ) -> tuple[list[tuple[Any, ...]], dict[int, float], dict[int, int]]:
-        """The bm25 candidate ``rows`` fused with the ``pool`` nearest stored vectors by reciprocal rank fusion: the
-        rows with the vector-only candidates appended (their bm25 is 0.0), the fused relevance by id (1.0 for the
-        best) and each vector candidate's 1-based rank. When the store has no matching vectors it is
-        ``(rows, {}, {})``: search goes on with bm25 alone."""
+    ) -> tuple[list[tuple[Any, ...]], dict[int, float], dict[int, int], dict[int, FusionParts]]:
+        """The bm25 candidate ``rows`` fused with the ``pool`` nearest stored vectors by score: the rows with the
+        vector-only candidates appended (their bm25 is 0.0), the fused relevance by id (1.0 for the best), each
+        vector candidate's 1-based rank, and each candidate's :class:`FusionParts`.
+
+        Relevance is ``alpha * bm25 / best bm25 + (1 - alpha) * (cosine - lowest) / (highest - lowest)`` over the
+        candidates (``alpha`` is ``fusion_alpha``; a candidate without a stored vector counts as the lowest cosine).
+        A vector-only candidate whose fused relevance is 0 is left out, so ``alpha = 1`` gives bm25's candidates
+        and order exactly. When the store has no matching vectors it is ``(rows, {}, {}, {})``: bm25 alone."""
         try:
             nearest = self._nearest_vectors(conn, probe, where, params, pool)
         except db.sqlite.OperationalError as exc:
             if "no such table" not in str(exc):
                 raise db.classify(exc, self.ctx.path) from exc
-            return rows, {}, {}  # a store from before schema 3 opened read-only: no vectors yet
+            return rows, {}, {}, {}  # a store from before schema 3 opened read-only: no vectors yet
         if not nearest:
-            return rows, {}, {}
-        vector_rank = {memory_id: rank for rank, memory_id in enumerate(nearest, start=1)}
+            return rows, {}, {}, {}
+        vector_rank = {memory_id: rank for rank, (memory_id, _cosine) in enumerate(nearest, start=1)}
+        cosine = dict(nearest)
         known = {row[0] for row in rows}
-        missing = [memory_id for memory_id in nearest if memory_id not in known]
+        # bm25 candidates outside the nearest `pool` still have a cosine: read it (at most `pool` vectors).
+        cosine.update(self._cosines(conn, probe, [memory_id for memory_id in known if memory_id not in cosine]))
+        missing = [memory_id for memory_id, _cosine in nearest if memory_id not in known]
         extra: list[tuple[Any, ...]] = []
         if missing:
             marks = ",".join("?" * len(missing))
             by_id = {r[0]: r for r in conn.execute(f"SELECT {self._candidate_columns(conn)} FROM memories m WHERE m.id IN ({marks})", missing)}
             extra = [(*by_id[memory_id], 0.0) for memory_id in missing if memory_id in by_id]
-        fused: dict[int, float] = {}
-        for rank, row in enumerate(rows, start=1):
-            fused[row[0]] = 1.0 / (tuning.rrf_k + rank)
-        for memory_id, rank in vector_rank.items():
-            fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (tuning.rrf_k + rank)
-        top = max(fused.values())
-        fused_rows = [*rows, *extra]
-        return fused_rows, {row[0]: fused[row[0]] / top for row in fused_rows}, vector_rank
+        alpha = tuning.fusion_alpha
+        best_bm25 = min((row[-1] for row in rows), default=0.0)
+        lowest, highest = min(cosine.values()), max(cosine.values())
+        spread = highest - lowest
+        parts: dict[int, FusionParts] = {}
+        for row in [*rows, *extra]:
+            memory_id = row[0]
+            similarity = cosine.get(memory_id)
+            bm25_part = row[-1] / best_bm25 if best_bm25 < 0 else 0.0
+            # All candidates equally similar: the vectors cannot tell them apart, so that part counts fully for each.
+            cosine_part = 0.0 if similarity is None else (similarity - lowest) / spread if spread > 0 else 1.0
+            parts[memory_id] = FusionParts(alpha, bm25_part, similarity, cosine_part)
+        fused_rows = [*rows, *(row for row in extra if parts[row[0]].value > 0.0)]
+        top = max((parts[row[0]].value for row in fused_rows), default=0.0)
+        if not top > 0.0:
+            return rows, {}, {}, {}
+        return fused_rows, {row[0]: parts[row[0]].value / top for row in fused_rows}, vector_rank, parts
 
-    def _nearest_vectors(self, conn: db.Connection, probe: tuple[str, np.ndarray], where: list[str], params: list[Any], pool: int) -> list[int]:
-        """Ids of the ``pool`` memories passing the filters whose stored vectors (same model and dimension) are most
-        similar to the unit query vector ``probe`` (model, vector), by cosine, best first; only positive similarities
-        count. A full pass over the stored vectors, read in chunks: linear in the number of vectors."""
+    def _nearest_vectors(
+        self, conn: db.Connection, probe: tuple[str, np.ndarray], where: list[str], params: list[Any], pool: int
+    ) -> list[tuple[int, float]]:
+        """``(id, cosine)`` of the ``pool`` memories passing the filters whose stored vectors (same model and
+        dimension) are most similar to the unit query vector ``probe`` (model, vector), best first; only positive
+        similarities count. A full pass over the stored vectors, read in chunks: linear in the number of vectors."""
         import numpy as np
 
         from memlens.embeddings import blobs_to_matrix
@@ -415,11 +436,8 @@ class SearchRepository:
             if not batch:
                 break
             last_id = batch[-1][0]
-            matrix = blobs_to_matrix([r[1] for r in batch], dim)
-            norms = np.linalg.norm(matrix, axis=1)
-            norms[norms == 0.0] = np.inf  # a zero vector is similar to nothing
             ids = np.concatenate([best_ids, np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch))])
-            scores = np.concatenate([best_scores, (matrix @ vector) / norms])
+            scores = np.concatenate([best_scores, _cosine_rows(blobs_to_matrix([r[1] for r in batch], dim), vector)])
             if len(ids) > pool:
                 keep = np.argpartition(-scores, pool - 1)[:pool]
                 ids, scores = ids[keep], scores[keep]
@@ -427,7 +445,25 @@ class SearchRepository:
             if len(batch) < _VECTOR_CHUNK:
                 break
         order = np.lexsort((best_ids, -best_scores))  # most similar first, ties to the lower id
-        return [int(best_ids[i]) for i in order if best_scores[i] > 0.0]
+        return [(int(best_ids[i]), float(best_scores[i])) for i in order if best_scores[i] > 0.0]
+
+    def _cosines(self, conn: db.Connection, probe: tuple[str, np.ndarray], ids: list[int]) -> dict[int, float]:
+        """The cosine between the unit query vector and each of these memories' stored vectors (same model and
+        dimension), by id; memories without one are left out."""
+        from memlens.embeddings import blobs_to_matrix
+
+        if not ids:
+            return {}
+        model, vector = probe
+        dim = int(vector.shape[0])
+        found = conn.execute(
+            f"SELECT memory_id, vector FROM memory_vectors WHERE model = ? AND dim = ? AND memory_id IN ({','.join('?' * len(ids))})",
+            [model, dim, *ids],
+        ).fetchall()
+        if not found:
+            return {}
+        scores = _cosine_rows(blobs_to_matrix([r[1] for r in found], dim), vector)
+        return {int(r[0]): float(score) for r, score in zip(found, scores, strict=True)}
 
     # stage 3: neighbours ---------------------------------------------------------------------------------------
 
@@ -579,6 +615,18 @@ def blend_retention(
     return [(score, candidate, retention, penalty) for score, _bm25, _id, candidate, retention, penalty in ranked[:limit]]
 
 
+# stage 2's similarity -----------------------------------------------------------------------------------------
+
+
+def _cosine_rows(matrix: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """The cosine of each row of ``matrix`` with the unit vector ``unit``; a zero row is similar to nothing (0)."""
+    import numpy as np
+
+    norms = np.linalg.norm(matrix, axis=1)
+    norms[norms == 0.0] = np.inf
+    return np.asarray((matrix @ unit) / norms, dtype=np.float32)
+
+
 # the query's embedding -----------------------------------------------------------------------------------------
 
 
@@ -595,7 +643,7 @@ def _query_vector(query: str, embedder: EmbeddingClient | None) -> tuple[str, np
             if config is None:
                 return None
             embedder = EmbeddingClient(config)
-        vectors = embedder.embed([query])
+        vectors = embedder.embed_query(query)
         if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] < 1:
             raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for one query")
     except EmbeddingError as exc:

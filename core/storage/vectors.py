@@ -35,8 +35,8 @@ class VectorRepository:
         progress: Progress | None = None,
         now: datetime,
     ) -> int:
-        """Embed the latest memories that have no vector from ``client.model`` yet and store the vectors; returns
-        how many were stored (a rerun after success stores 0).
+        """Embed the latest memories that have no vector from ``client.model`` yet (their text after the client's
+        document prefix) and store the vectors; returns how many were stored (a rerun after success stores 0).
 
         The endpoint is called outside any write transaction; each batch of ``batch`` texts is written in one short
         transaction, so an interrupted run keeps the batches already stored and a rerun continues from there. A
@@ -73,7 +73,7 @@ class VectorRepository:
                 if not rows:
                     break
                 last_id = rows[-1][0]
-                vectors = client.embed([r[1] for r in rows])  # outside the write lock: the endpoint may be slow
+                vectors = client.embed_documents([r[1] for r in rows])  # outside the write lock: the endpoint may be slow
                 if vectors.ndim != 2 or vectors.shape[0] != len(rows) or vectors.shape[1] < 1:
                     raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for {len(rows)} texts")
                 dim = int(vectors.shape[1])
