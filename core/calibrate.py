@@ -119,9 +119,11 @@ class SweepEffect:
         return sum(self.proposed.values())
 
     def sentence(self, now: datetime) -> str:
-        """"with these settings the sweep now would forget N instead of M" (or "in 30 days")."""
+        """"with these settings the sweep now would forget N instead of M" (or "in 30 days"; "the same M" when equal)."""
         days = round((self.at - now).total_seconds() / 86400)
         when = "now" if days == 0 else f"in {days} day{'s' if days != 1 else ''}"
+        if self.proposed_total == self.current_total:  # "forget 19 instead of 19" reads like a mistake
+            return f"with these settings the sweep {when} would forget the same {self.current_total}"
         return f"with these settings the sweep {when} would forget {self.proposed_total} instead of {self.current_total}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -136,6 +136,10 @@ class CalibrateDialog(QtWidgets.QDialog):
         self.proposals = QtWidgets.QListWidget()
         self.proposals.setObjectName("proposalList")
         self.proposals.setAccessibleName("Proposals")
+        # A proposal's title is a sentence: wrapped in the list, not cut off behind a horizontal scroll bar.
+        self.proposals.setWordWrap(True)
+        self.proposals.setResizeMode(QtWidgets.QListView.ResizeMode.Adjust)
+        self.proposals.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.proposals.currentRowChanged.connect(self._proposal_selected)
         self.proposal_text = QtWidgets.QTextBrowser()
         self.proposal_text.setObjectName("proposalDetail")

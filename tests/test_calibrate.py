@@ -86,6 +86,8 @@ def test_the_effect_differs_where_the_settings_matter(store: MemoryStore, t0: da
     [effect] = store.preview_settings({"decay": {"rates": {"observation": 0.03}}}, now=t0 + 6 * DAY, days=[0])
     assert (effect.current_total, effect.proposed_total) == (0, 5)
     assert effect.sentence(t0 + 6 * DAY) == "with these settings the sweep now would forget 5 instead of 0"
+    same = calibrate.SweepEffect(t0, {"weak": 3}, {"weak": 2, "ttl": 1})
+    assert same.sentence(t0) == "with these settings the sweep now would forget the same 3"  # not "3 instead of 3"
 
 
 def test_previews_write_nothing(store: MemoryStore, t0: datetime) -> None:

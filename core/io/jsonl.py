@@ -99,7 +99,7 @@ def export(
             counts[kind] += 1
             sys.stdout.write(text)
         sys.stdout.flush()
-        return ExportSummary("-", counts["session"], counts["memory"], counts["relation"])
+        return ExportSummary("-", counts["session"], counts["memory"], counts["relation"], counts["conflict"])
     from memlens.io.destination import export_target
 
     target = export_target(path, overwrite=overwrite)
@@ -107,7 +107,7 @@ def export(
         for kind, text in records(store, now=now, progress=progress):
             counts[kind] += 1
             fh.write(text)
-    return ExportSummary(str(target), counts["session"], counts["memory"], counts["relation"])
+    return ExportSummary(str(target), counts["session"], counts["memory"], counts["relation"], counts["conflict"])
 
 
 # --- reading ---------------------------------------------------------------------------------------------------

@@ -230,7 +230,8 @@ class ExportSummary:
     sessions: int
     memories: int
     relations: int
+    conflicts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"path": self.path, "sessions": self.sessions, "memories": self.memories, "relations": self.relations}
+        return {"path": self.path, "sessions": self.sessions, "memories": self.memories, "relations": self.relations, "conflicts": self.conflicts}
