@@ -7,9 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from test_embeddings import FakeEmbeddingServer
+from test_fusion import FakeEmbedder
 
 from memlens.errors import InvalidInput
 from memlens.eval import locomo
+
+EMBED_VARIABLES = ("BASE_URL", "MODEL", "API_KEY", "TIMEOUT", "QUERY_MODEL", "QUERY_PREFIX", "DOCUMENT_PREFIX")
 
 FILLERS = ["Sure.", "Ha, yes.", "Okay then.", "Right.", "Of course.", "Nice one.", "Good point.", "Me too."]
 
@@ -49,6 +53,12 @@ def _sample(sample_id: str) -> dict:
     }
 
 
+@pytest.fixture(autouse=True)
+def _no_embedding_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in EMBED_VARIABLES:
+        monkeypatch.delenv(f"MEMLENS_EMBED_{name}", raising=False)
+
+
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     path = tmp_path / "tiny-locomo.json"
@@ -78,9 +88,9 @@ def test_the_reply_to_a_matching_turn_is_found_as_context(data_file, tmp_path):
     baseline, conn = locomo.fts5_searcher(sample)
     try:
         question = "What is Jon's favourite hiking trail?"
-        ours = search(question, 3)
+        ours = [r.dia_id for r in search(question, 3)]
         assert ours[0] == "D1:1" and "D1:2" in ours  # the answer shares no word with the question but follows it
-        assert "D1:2" not in baseline(question, 3)
+        assert "D1:2" not in [r.dia_id for r in baseline(question, 3)]
         hit = store.search(question, limit=3, now=sample.turns[-1].when)
         assert {h.memory.layer for h in hit} == {"working"} and hit[0].memory.session_id == "tiny-1/session_1"
     finally:
@@ -100,13 +110,92 @@ def test_command_prints_json(data_file, capsys, tmp_path):
         assert all(0.0 <= v <= 1.0 for v in recall.values())
         assert recall["@1"] <= recall["@5"] <= recall["@10"] <= recall["@20"]
     assert result["memlens"]["recall"]["@20"] == 1.0  # every gold turn of this tiny file is within reach
-    assert set(result["memlens"]["recall@10_by_category"]) == {"single-hop", "multi-hop", "temporal"}
+    assert result["mode"] == "bm25" and "misses" not in result
+    by_category = result["memlens"]["recall_by_category"]
+    assert set(by_category) == {"single-hop", "multi-hop", "temporal"}
+    for value in by_category.values():
+        assert list(value["recall"]) == ["@1", "@5", "@10", "@20"] and value["questions"] == 2
+    # Each category's recall is its questions' average: the weighted mean over categories is the overall figure.
+    for k in ("@1", "@5", "@10", "@20"):
+        weighted = sum(v["recall"][k] * v["questions"] for v in by_category.values()) / result["questions"]
+        assert weighted == pytest.approx(result["memlens"]["recall"][k], abs=0.002)
 
 
 def test_command_prints_a_table(data_file, capsys):
     assert locomo.main(["--data", str(data_file)]) == 0
     out = capsys.readouterr().out
     assert "recall@10" in out and "memlens search" in out and "plain FTS5 bm25 (OR)" in out and "single-hop" in out
+    assert "mode: bm25" in out and "by category" in out and "FTS5 @10" in out
+    category_rows = [line.split() for line in out.splitlines() if line.strip().startswith(("single-hop", "multi-hop", "temporal"))]
+    assert len(category_rows) == 3 and all(len(row) == 7 for row in category_rows)  # name, questions, 4 recalls, FTS5
+
+
+def test_misses_lists_the_questions_without_evidence_in_the_top_k(data_file, tmp_path, capsys):
+    misses = tmp_path / "misses.jsonl"
+    assert locomo.main(["--data", str(data_file), "--json", "--misses", str(misses), "--misses-k", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    lines = [json.loads(line) for line in misses.read_text().splitlines()]
+    assert result["misses"] == {"k": 1, "questions": len(lines)}
+    assert len(lines) == _missed_at_1(data_file, tmp_path) > 0  # exactly the questions without a gold turn first
+    for line in lines:
+        assert set(line) == {"sample", "question", "category", "evidence", "ranked_above"}
+        assert len(line["ranked_above"]) <= 1
+        above = {r["dia_id"] for r in line["ranked_above"]}
+        assert not above.intersection(e["dia_id"] for e in line["evidence"])
+        for ranked in line["ranked_above"]:
+            assert set(ranked) == {"dia_id", "memory_id", "snippet", "score"} and ranked["snippet"]
+        for evidence in line["evidence"]:
+            assert evidence["text"] and (evidence["rank"] is None or evidence["rank"] > 1)
+
+
+def _missed_at_1(data_file: Path, tmp_path: Path) -> int:
+    """How many questions of the tiny file have no gold turn first in memlens search."""
+    missed = 0
+    for sample in locomo.load(data_file):
+        folder = tmp_path / sample.sample_id
+        folder.mkdir()
+        search, store = locomo.memlens_searcher(sample, folder)
+        try:
+            missed += sum(1 for q in sample.questions if not {r.dia_id for r in search(q.text, 1)}.intersection(q.evidence))
+        finally:
+            store.close()
+    return missed
+
+
+def test_semantic_search_through_an_embedder(data_file):
+    """With an embedder every turn is embedded and questions are asked through fusion; recall is never below bm25's
+    on this file."""
+    samples = locomo.load(data_file)
+    plain = locomo.evaluate(samples)
+    embedder = FakeEmbedder(query_prefix="query: ", document_prefix="passage: ")
+    fused = locomo.evaluate(samples, embedder=embedder)
+    assert fused["mode"] == "semantic (fake-embed, fusion_alpha 0.7)"
+    assert any(model == "fake-embed" and texts[0].startswith("passage: ") for model, texts in embedder.sent)
+    assert any(texts == ["query: What is Jon's favourite hiking trail?"] for _model, texts in embedder.sent)
+    for k in ("@1", "@5", "@10", "@20"):
+        assert fused["memlens"]["recall"][k] >= plain["memlens"]["recall"][k]
+
+
+def test_semantic_command_uses_the_endpoint_options(data_file, capsys):
+    server = FakeEmbeddingServer()
+    try:
+        args = ["--data", str(data_file), "--json", "--semantic", "--embed-base-url", server.base_url, "--embed-model", "fake-embed",
+                "--embed-document-prefix", "passage: ", "--embed-query-prefix", "query: "]  # fmt: skip
+        assert locomo.main(args) == 0
+    finally:
+        server.close()
+    result = json.loads(capsys.readouterr().out)
+    assert result["mode"].startswith("semantic (fake-embed")
+    inputs = [text for request in server.requests for text in request["body"]["input"]]
+    assert any(text.startswith("passage: Jon: Mount Tamalpais") for text in inputs)
+    assert "query: What is Jon's favourite hiking trail?" in inputs
+
+
+def test_semantic_command_needs_an_endpoint(data_file, capsys):
+    assert locomo.main(["--data", str(data_file), "--semantic"]) == 2
+    assert "--semantic needs an embeddings endpoint" in capsys.readouterr().err
+    assert locomo.main(["--data", str(data_file), "--semantic", "--embed-base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "half configured" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

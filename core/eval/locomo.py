@@ -12,12 +12,19 @@ questions, questions without usable evidence skipped.
 
 The baseline indexes the same contents in a bare SQLite FTS5 table (``porter`` tokenizer) and ranks by bm25 with
 the question's words joined by OR.
+
+``--semantic`` embeds every turn through an OpenAI-compatible ``/embeddings`` endpoint (``--embed-base-url``,
+``--embed-model``, prefixes and query model as :class:`memlens.embeddings.EmbeddingConfig` takes them, or the
+``MEMLENS_EMBED_*`` variables) and searches with the embedder, so search fuses bm25 with the vectors.
+``--misses FILE`` writes one JSON line per question with no gold turn in memlens's top ``--misses-k`` (10): the
+question, its category and evidence, and what ranked above it (turn id, memory id, snippet, score).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -26,12 +33,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memlens import db
 from memlens.bench.report import progress, publish
 from memlens.errors import InvalidInput
 from memlens.store import MemoryStore
+
+if TYPE_CHECKING:
+    from memlens.embeddings import EmbeddingClient
 
 KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -149,12 +159,29 @@ def load(path: Path) -> list[Sample]:
 
 # --- the two retrievers ----------------------------------------------------------------------------------------
 
-Searcher = Callable[[str, int], list[str]]
+@dataclass(frozen=True)
+class Ranked:
+    """One result of a retriever: the turn's ``dia_id``, the memory's id (the row id for the baseline), a snippet
+    and the score it ranked by."""
+
+    dia_id: str
+    memory_id: int
+    snippet: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"dia_id": self.dia_id, "memory_id": self.memory_id, "snippet": self.snippet, "score": round(self.score, 6)}
 
 
-def memlens_searcher(sample: Sample, workdir: Path) -> tuple[Searcher, MemoryStore]:
-    """A fresh store holding the sample's turns, and a function asking it a question (its hits' dia_ids)."""
+Searcher = Callable[[str, int], list[Ranked]]
+
+
+def memlens_searcher(sample: Sample, workdir: Path, embedder: EmbeddingClient | None = None) -> tuple[Searcher, MemoryStore]:
+    """A fresh store holding the sample's turns, and a function asking it a question (its ranked hits). With an
+    ``embedder`` every turn is embedded first and questions are asked with it (bm25 fused with the vectors)."""
     store = MemoryStore.open(workdir / f"{re.sub(r'[^A-Za-z0-9_-]', '_', sample.sample_id)}.db", actor="locomo")
+    written_at = max(t.when for t in sample.turns)
     store.remember_many(
         (
             {
@@ -168,12 +195,15 @@ def memlens_searcher(sample: Sample, workdir: Path) -> tuple[Searcher, MemorySto
             for t in sample.turns
         ),
         supersede=False,
-        now=max(t.when for t in sample.turns),
+        now=written_at,
     )
-    asked_at = max(t.when for t in sample.turns) + timedelta(days=1)
+    if embedder is not None:
+        store.embed_pending(embedder, now=written_at)
+    asked_at = written_at + timedelta(days=1)
 
-    def search(question: str, k: int) -> list[str]:
-        return [h.memory.source_ref or "" for h in store.search(question, limit=k, now=asked_at)]
+    def search(question: str, k: int) -> list[Ranked]:
+        hits = store.search(question, limit=k, embedder=embedder, semantic=embedder is not None, now=asked_at)
+        return [Ranked(h.memory.source_ref or "", h.memory.id, h.snippet, h.score) for h in hits]
 
     return search, store
 
@@ -185,13 +215,13 @@ def fts5_searcher(sample: Sample) -> tuple[Searcher, Any]:
     conn.executemany("INSERT INTO turns(rowid, content) VALUES (?, ?)", [(i, t.content()) for i, t in enumerate(sample.turns)])
     ids = [t.dia_id for t in sample.turns]
 
-    def search(question: str, k: int) -> list[str]:
+    def search(question: str, k: int) -> list[Ranked]:
         words = re.findall(r"\w+", question)
         if not words:
             return []
         expression = " OR ".join('"' + w + '"' for w in words)
-        rows = conn.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?", (expression, k)).fetchall()
-        return [ids[r[0]] for r in rows]
+        rows = conn.execute("SELECT rowid, content, bm25(turns) FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?", (expression, k)).fetchall()
+        return [Ranked(ids[r[0]], r[0], r[1], -r[2]) for r in rows]
 
     return search, conn
 
@@ -205,55 +235,98 @@ class Tally:
     def __init__(self) -> None:
         self.questions = 0
         self.sums = dict.fromkeys(KS, 0.0)
-        self.by_category: dict[int, list[float]] = {}
+        self.by_category: dict[int, dict[int, float]] = {}
+        self.category_questions: dict[int, int] = {}
 
     def add(self, gold: Sequence[str], ranked: Sequence[str], category: int) -> None:
-        """Score one question's ranking against its gold evidence."""
+        """Score one question's ranking (turn ids, best first) against its gold evidence."""
         gold_set = set(gold)
         self.questions += 1
+        self.category_questions[category] = self.category_questions.get(category, 0) + 1
+        sums = self.by_category.setdefault(category, dict.fromkeys(KS, 0.0))
         for k in KS:
-            self.sums[k] += len(gold_set.intersection(ranked[:k])) / len(gold_set)
-        entry = self.by_category.setdefault(category, [0.0, 0])
-        entry[0] += len(gold_set.intersection(ranked[:10])) / len(gold_set)
-        entry[1] += 1
+            found = len(gold_set.intersection(ranked[:k])) / len(gold_set)
+            self.sums[k] += found
+            sums[k] += found
 
     def result(self) -> dict[str, Any]:
-        """recall@k and per-category recall@10, rounded to three places."""
+        """recall@k overall and per category, rounded to three places."""
         n = max(self.questions, 1)
         return {
             "questions": self.questions,
             "recall": {f"@{k}": round(self.sums[k] / n, 3) for k in KS},
-            "recall@10_by_category": {
-                CATEGORIES.get(c, str(c)): {"questions": int(v[1]), "recall@10": round(v[0] / v[1], 3)} for c, v in sorted(self.by_category.items())
+            "recall_by_category": {
+                CATEGORIES.get(c, str(c)): {
+                    "questions": self.category_questions[c],
+                    "recall": {f"@{k}": round(sums[k] / self.category_questions[c], 3) for k in KS},
+                }
+                for c, sums in sorted(self.by_category.items())
             },
         }
 
 
-def evaluate(samples: Sequence[Sample], progress: Callable[[str], None] = lambda _msg: None) -> dict[str, Any]:
-    """Score memlens search and the FTS5 baseline on every question of every sample."""
+def miss_record(sample: Sample, question: Question, ranked: Sequence[Ranked], k: int) -> dict[str, Any] | None:
+    """The ``--misses`` line for a question none of whose gold turns is in the top ``k`` (None when one is): the
+    question, its category and evidence with the evidence turns' text, and the top ``k`` that ranked above it."""
+    top = list(ranked[:k])
+    if set(question.evidence).intersection(r.dia_id for r in top):
+        return None
+    texts = {t.dia_id: t.content() for t in sample.turns}
+    later = [r.dia_id for r in ranked]
+    return {
+        "sample": sample.sample_id,
+        "question": question.text,
+        "category": CATEGORIES.get(question.category, str(question.category)),
+        "evidence": [
+            {"dia_id": d, "text": texts.get(d, ""), "rank": later.index(d) + 1 if d in later else None} for d in question.evidence
+        ],
+        "ranked_above": [r.to_dict() for r in top],
+    }
+
+
+def evaluate(
+    samples: Sequence[Sample],
+    progress: Callable[[str], None] = lambda _msg: None,
+    *,
+    embedder: EmbeddingClient | None = None,
+    misses: IO[str] | None = None,
+    misses_k: int = 10,
+) -> dict[str, Any]:
+    """Score memlens search and the FTS5 baseline on every question of every sample. With an ``embedder``, memlens
+    searches bm25 fused with vectors (``mode`` says which); with ``misses``, a JSON line per question memlens missed
+    in its top ``misses_k`` is written there (:func:`miss_record`). Embedding errors propagate (``EmbeddingError``)."""
     ours, theirs = Tally(), Tally()
     started = time.perf_counter()
     search_seconds = 0.0
+    missed = 0
+    depth = max(*KS, misses_k)
     with tempfile.TemporaryDirectory(prefix="memlens-locomo-") as tmp:
         for sample in samples:
             if not sample.turns:
                 continue
             progress(f"{sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions")
-            search, store = memlens_searcher(sample, Path(tmp))
+            search, store = memlens_searcher(sample, Path(tmp), embedder)
             baseline, conn = fts5_searcher(sample)
             try:
                 for q in sample.questions:
                     t0 = time.perf_counter()
-                    ranked = search(q.text, max(KS))
+                    ranked = search(q.text, depth)
                     search_seconds += time.perf_counter() - t0
-                    ours.add(q.evidence, ranked, q.category)
-                    theirs.add(q.evidence, baseline(q.text, max(KS)), q.category)
+                    ours.add(q.evidence, [r.dia_id for r in ranked], q.category)
+                    theirs.add(q.evidence, [r.dia_id for r in baseline(q.text, max(KS))], q.category)
+                    record = miss_record(sample, q, ranked, misses_k) if misses is not None else None
+                    if record is not None and misses is not None:
+                        misses.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        missed += 1
             finally:
                 store.close()
                 conn.close()
     result_ours = ours.result()
     result_ours["mean_search_ms"] = round(1000 * search_seconds / max(ours.questions, 1), 2)
+    extra: dict[str, Any] = {"misses": {"k": misses_k, "questions": missed}} if misses is not None else {}
     return {
+        "mode": "bm25" if embedder is None else f"semantic ({embedder.model}, fusion_alpha {store.settings.search.fusion_alpha})",
+        **extra,
         "samples": [s.sample_id for s in samples],
         "turns": sum(len(s.turns) for s in samples),
         "questions": ours.questions,
@@ -267,19 +340,21 @@ def evaluate(samples: Sequence[Sample], progress: Callable[[str], None] = lambda
 def table(result: dict[str, Any]) -> str:
     """The result as aligned text: recall@k for both, then recall@10 per category."""
     lines = [f"LoCoMo evidence recall: {len(result['samples'])} conversations, {result['turns']:,} turns, {result['questions']:,} questions "
-             f"({result['questions_skipped_without_evidence']} without evidence skipped)", ""]
+             f"({result['questions_skipped_without_evidence']} without evidence skipped); memlens search mode: {result['mode']}", ""]
     head = ["", *[f"recall@{k}" for k in KS]]
     rows = [head]
     for label, key in (("memlens search", "memlens"), ("plain FTS5 bm25 (OR)", "fts5_bm25_or")):
         rows.append([label, *[f"{result[key]['recall'][f'@{k}']:.3f}" for k in KS]])
     lines += _grid(rows)
-    lines += ["", "recall@10 by category"]
-    rows = [["category", "questions", "memlens", "FTS5"]]
-    for name, value in result["memlens"]["recall@10_by_category"].items():
-        base = result["fts5_bm25_or"]["recall@10_by_category"].get(name, {})
-        rows.append([name, str(value["questions"]), f"{value['recall@10']:.3f}", f"{base.get('recall@10', 0.0):.3f}"])
+    lines += ["", "memlens search by category (FTS5 bm25 recall@10 beside it)"]
+    rows = [["category", "questions", *[f"recall@{k}" for k in KS], "FTS5 @10"]]
+    for name, value in result["memlens"]["recall_by_category"].items():
+        base = result["fts5_bm25_or"]["recall_by_category"].get(name, {}).get("recall", {})
+        rows.append([name, str(value["questions"]), *[f"{value['recall'][f'@{k}']:.3f}" for k in KS], f"{base.get('@10', 0.0):.3f}"])
     lines += _grid(rows)
     lines += ["", f"mean memlens search time {result['memlens']['mean_search_ms']} ms; total {result['seconds']} s"]
+    if "misses" in result:
+        lines.append(f"{result['misses']['questions']} questions with no evidence in the top {result['misses']['k']} written to the misses file")
     return "\n".join(lines)
 
 
@@ -294,15 +369,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, required=True, help="a LoCoMo-shaped JSON file (e.g. ../shared/data/locomo/locomo-dev.json)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--out", type=Path, help="also write the JSON to this file")
+    parser.add_argument("--misses", type=Path, metavar="FILE", help="write each question with no evidence in the top k (JSON lines) here")
+    parser.add_argument("--misses-k", type=int, default=10, metavar="K", help="the k of --misses (default 10)")
+    semantic = parser.add_argument_group("semantic search (an OpenAI-compatible /embeddings endpoint; each option defaults to its MEMLENS_EMBED_* variable)")
+    semantic.add_argument("--semantic", action="store_true", help="embed every turn and search bm25 fused with the vectors")
+    for option, variable, what in _EMBED_OPTIONS:
+        semantic.add_argument(f"--embed-{option}", metavar="TEXT", help=f"{what} (${variable})")
     args = parser.parse_args(argv)
+    name = "python -m memlens.eval.locomo"
     try:
+        if args.misses_k < 1:
+            raise InvalidInput("--misses-k must be at least 1")
         samples = load(args.data)
+        embedder = _embedder(args) if args.semantic else None
     except InvalidInput as exc:
-        print(f"python -m memlens.eval.locomo: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return 2
-    result = evaluate(samples, progress=progress)
+    from memlens.embeddings import EmbeddingError
+
+    try:
+        if args.misses is None:
+            result = evaluate(samples, progress=progress, embedder=embedder)
+        else:
+            with args.misses.open("w", encoding="utf-8") as misses:
+                result = evaluate(samples, progress=progress, embedder=embedder, misses=misses, misses_k=args.misses_k)
+    except EmbeddingError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{name}: cannot write {args.misses}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     publish(result, out=args.out, as_json=args.json, table=table)
     return 0
+
+
+#: ``--embed-*`` options: (option, environment variable it overrides, help).
+_EMBED_OPTIONS = (
+    ("base-url", "MEMLENS_EMBED_BASE_URL", "endpoint base, e.g. http://localhost:11434/v1"),
+    ("model", "MEMLENS_EMBED_MODEL", "embedding model for the turns"),
+    ("query-model", "MEMLENS_EMBED_QUERY_MODEL", "another model for the questions"),
+    ("query-prefix", "MEMLENS_EMBED_QUERY_PREFIX", "put before each question (e5: 'query: ')"),
+    ("document-prefix", "MEMLENS_EMBED_DOCUMENT_PREFIX", "put before each turn (e5: 'passage: ')"),
+)
+
+
+def _embedder(args: argparse.Namespace) -> EmbeddingClient:
+    """The client ``--semantic`` uses: the ``--embed-*`` options over the ``MEMLENS_EMBED_*`` variables (the key
+    and timeout come from the environment only, keeping keys off the command line)."""
+    from memlens.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
+
+    merged = dict(os.environ)
+    for option, variable, _what in _EMBED_OPTIONS:
+        value = getattr(args, "embed_" + option.replace("-", "_"))
+        if value is not None:
+            merged[variable] = value
+    try:
+        config = EmbeddingConfig.from_env(merged)
+    except EmbeddingError as exc:
+        raise InvalidInput(str(exc)) from None
+    if config is None:
+        raise InvalidInput("--semantic needs an embeddings endpoint: --embed-base-url and --embed-model, or MEMLENS_EMBED_BASE_URL and MEMLENS_EMBED_MODEL")
+    return EmbeddingClient(config)
 
 
 if __name__ == "__main__":
