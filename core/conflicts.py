@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from memlens import db
 from memlens.errors import InvalidInput, NotFound
 from memlens.models import Memory, ts_from_dt, utc_from_ts
-from memlens.storage.context import to_json
+from memlens.storage.context import StoreContext, to_json
 from memlens.storage.validation import check_count, check_id, check_text, check_ttl
 from memlens.text import similarity_tokens, token_key
 
@@ -625,6 +625,25 @@ def record_conflicts_of(repo: MemoryRepository, conn: db.Connection, memory_id: 
             if conflict_id is not None:
                 found.append(conflict_id)
     return found
+
+
+def close_superseded(conn: db.Connection, ctx: StoreContext, old_id: int, new_id: int, now: datetime) -> list[int]:
+    """Close the open conflicts of a memory that was just superseded by ``new_id`` (inside that write): the old
+    version left search, so its pair is settled as "superseded" instead of staying open beside the new version's
+    own conflicts (which :func:`record_conflicts_of` raises if the new text still disagrees). Nothing else changes;
+    audited; undo reopens the pair. The ids of the conflicts closed."""
+    rows = conn.execute(
+        "SELECT id, newer_id, older_id FROM conflicts WHERE status = 'open' AND (newer_id = ? OR older_id = ?)", (old_id, old_id)
+    ).fetchall()
+    closed = []
+    for conflict_id, newer_id, older_id in rows:
+        record = {"action": "superseded", "at": now.isoformat(), "superseded": old_id, "by": new_id,
+                  "confidence_before": {}, "fact": None, "ttl_before": {}, "tagged": []}  # fmt: skip
+        conn.execute("UPDATE conflicts SET status = 'resolved', resolution = ? WHERE id = ?", (to_json(record), conflict_id))
+        details = {"step": "resolved", "conflict": conflict_id, "action": "superseded", "superseded": old_id, "by": new_id}
+        ctx.audit(conn, "conflict", [newer_id, older_id, new_id], details, now)
+        closed.append(int(conflict_id))
+    return closed
 
 
 class ConflictService:

@@ -559,6 +559,9 @@ def _apply_batch(
             # The cascade, as on any supersede: what pointed at the duplicate now points at the version that
             # replaced it too (a summary's sources, a contradiction), audited by carry_relations itself.
             carried = store.memories.carry_relations(conn, d.memory_id, link.newer_id, now)
+            from memlens.conflicts import close_superseded
+
+            close_superseded(conn, store.ctx, d.memory_id, link.newer_id, now)
             details["carried_relations"] = len(carried)
             store.ctx.audit(conn, "sweep", [d.memory_id, link.newer_id], {**details, "newer_id": link.newer_id, "reason": d.reason}, now)
         else:

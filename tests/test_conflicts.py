@@ -382,3 +382,26 @@ def test_sentence_start_reads_like_the_regex_it_replaced() -> None:
     for _ in range(20_000):
         before = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
         assert _at_sentence_start(before) == (_SENTENCE_START.search(before) is not None), repr(before)
+
+
+def test_superseding_one_side_closes_the_old_pair_instead_of_leaving_it_open(tmp_path) -> None:
+    # A verifier found a stale pair left open beside the new version's own conflict after one side was superseded.
+    from datetime import datetime, timedelta, timezone
+
+    from memlens.store import MemoryStore
+
+    now = datetime(2026, 5, 1, 12, tzinfo=timezone.utc)
+    with MemoryStore.open(tmp_path / "m.db") as store:
+        a = store.remember("Standup is on Wednesday", layer="semantic", now=now)
+        b = store.remember("Standup is on Thursday", layer="semantic", now=now + timedelta(minutes=1))
+        (first,) = store.conflicts.find()
+        assert {first.newer.id, first.older.id} == {a.id, b.id}
+        a2 = store.remember("Standup is on Wednesday mornings", layer="semantic", supersede_id=a.id, now=now + timedelta(minutes=2))
+        assert not store.get(a.id).is_latest
+        still_open = store.conflicts.find()
+        assert [c.id for c in still_open if a.id in (c.newer.id, c.older.id)] == []
+        assert any({c.newer.id, c.older.id} == {a2.id, b.id} for c in still_open)
+        closed = store.conflicts.get(first.id)
+        assert closed.status == "resolved" and closed.resolution is not None and closed.resolution["action"] == "superseded"
+        store.conflicts.undo(first.id, now=now + timedelta(minutes=3))
+        assert store.conflicts.get(first.id).status == "open"

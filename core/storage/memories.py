@@ -244,6 +244,9 @@ class MemoryRepository:
             assert match is not None
             self.link(conn, memory_id, match.memory_id, "supersedes", ts, match.similarity)
             self.carry_relations(conn, match.memory_id, memory_id, now)
+            from memlens.conflicts import close_superseded  # the conflict rules load only where knowledge changes
+
+            close_superseded(conn, self.ctx, match.memory_id, memory_id, now)
         elif match is not None:
             self.link(conn, memory_id, match.memory_id, "related", ts, match.similarity)
         if audit:
