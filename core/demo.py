@@ -331,6 +331,15 @@ def _scripted_events(store: MemoryStore, day: int, days: int, day_start: datetim
         secret = store.remember("The user mentioned their cat is called Miso", type="chitchat", now=at + timedelta(minutes=5))
         store.forget(secret.id, reason="personal, not useful to the agent", now=at + timedelta(minutes=40))
         summary.forgotten += 1
+    if day == days - 6:
+        store.remember("The nightly ETL load starts at 02:00 UTC", type="fact", project="etl-pipeline", origin="agent", now=at)
+        store.remember("The shop-web dev server listens on port 3000", type="fact", project="shop-web", origin="agent", now=at)
+    if day == days - 2:
+        # Two corrections that do not reword the old facts closely enough to supersede them: they become conflicts
+        # for the person to settle in the Conflicts view (the user's word outranks the agent's inference).
+        store.remember("Nightly load now starts at 04:00 UTC", type="fact", project="etl-pipeline", origin="user", now=at)
+        store.remember("Run the shop-web dev server on port 5173 from now on", type="fact", project="shop-web", origin="user", now=at)
+        summary.knowledge += 4
     if day == days - 3:
         for m in store.list_memories(types=["pattern"], project="shop-web", limit=5, now=at):
             store.update(m.id, importance=0.75, tags=[*m.tags, "must"], now=at)

@@ -73,3 +73,16 @@ def test_demo_command(tmp_path: Path, capsys):
     assert cli(["--db", str(db), "demo", "--days", "7"]) == 2
     assert "already holds" in capsys.readouterr().err
     assert cli(["--db", str(db), "demo", "--days", "7", "--force", "--now", NOW.isoformat()]) == 0
+
+
+def test_the_demo_has_conflicts_to_settle(tmp_path) -> None:
+    # The Conflicts view was empty on the demo store (issue 13 walk-through).
+    from datetime import datetime, timezone
+
+    from memlens.demo import generate
+    from memlens.store import MemoryStore
+
+    with MemoryStore.open(tmp_path / "demo.db") as store:
+        generate(store, now=datetime(2026, 5, 1, 12, tzinfo=timezone.utc))
+        pairs = {(c.newer.origin, c.older.origin, c.evidence.signals) for c in store.conflicts.find()}
+    assert pairs == {("user", "agent", ("value",))}
