@@ -60,6 +60,8 @@ def run(path: Path, *, due_to_apply: int = DUE_TO_APPLY, rounds: int = 7, baseli
                 rounds,
             )
             same = all(r.decisions == report.decisions for r in pair.a.results)
+            # Schema 10 makes memories_by_ttl cover this query: the plan says whether the store read has it.
+            plan = " | ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {_RAW_DUE}", (cutoff, all_due_at.timestamp())))
             total = conn.execute("SELECT COUNT(*) FROM memories WHERE is_latest = 1").fetchone()[0]
             doomed = conn.execute(
                 "SELECT id, content, forget_after FROM memories WHERE forget_after IS NOT NULL ORDER BY forget_after LIMIT ?", (due_to_apply,)
@@ -95,6 +97,7 @@ def run(path: Path, *, due_to_apply: int = DUE_TO_APPLY, rounds: int = 7, baseli
         "find_due_first_call": {"ms": round(cold.wall * 1000, 3), "cpu_ms": round(cold.cpu * 1000, 3)},
         "find_due_dry_run": pair.a.summary(),
         "raw_due_query": pair.b.summary(),
+        "raw_due_query_plan": plan,
         "find_due_over_raw_p50": round(pair.a.summary()["p50_ms"] / pair.b.summary()["p50_ms"], 2) if pair.b.summary()["p50_ms"] else None,
         "same_decisions_every_round": same,
         "apply": apply,
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"store: {result['latest_memories']:,} latest memories; due at 60 days: {result['due_at_60_days']:,}; load average {result['load_average']}")
     print(f"find due (dry run) p50: {find['p50_ms']} ms wall, {find['cpu_p50_ms']} ms CPU; first call {cold['ms']} ms wall, {cold['cpu_ms']} ms CPU")
     print(f"raw query of the due rows p50 (interleaved): {raw['p50_ms']} ms wall, {raw['cpu_p50_ms']} ms CPU; dry run / raw: {result['find_due_over_raw_p50']}")
+    print(f"its plan: {result['raw_due_query_plan']}")
     if apply.get("due") is not None:
         print(f"sweep forgetting {apply['due']:,}: {apply['seconds']} s wall, {apply['cpu_seconds']} s CPU ({apply['ms_per_memory']} ms/memory)")
         print(describe_erasure(apply["erasure"]))
