@@ -643,7 +643,8 @@ def _query_vector(query: str, embedder: EmbeddingClient | None) -> tuple[str, np
             if config is None:
                 return None
             embedder = EmbeddingClient(config)
-        vectors = embedder.embed_query(query)
+        # A stand-in embedder with only `model` and `embed(texts)` still works, without the query's prefix or model.
+        vectors = embedder.embed_query(query) if hasattr(embedder, "embed_query") else embedder.embed([query])
         if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] < 1:
             raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for one query")
     except EmbeddingError as exc:

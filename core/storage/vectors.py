@@ -52,6 +52,8 @@ class VectorRepository:
         size = max(1, min(check_count(batch, "batch"), 10_000))
         cap = None if limit is None else check_count(limit, "limit")
         model = client.model
+        # A stand-in client with only `model` and `embed(texts)` (a caller's own, a test's) still works: no prefix.
+        embed = getattr(client, "embed_documents", client.embed)
         pending = (
             "FROM memories m WHERE m.is_latest = 1 AND NOT EXISTS "
             "(SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id AND v.model = ?)"
@@ -73,7 +75,7 @@ class VectorRepository:
                 if not rows:
                     break
                 last_id = rows[-1][0]
-                vectors = client.embed_documents([r[1] for r in rows])  # outside the write lock: the endpoint may be slow
+                vectors = embed([r[1] for r in rows])  # outside the write lock: the endpoint may be slow
                 if vectors.ndim != 2 or vectors.shape[0] != len(rows) or vectors.shape[1] < 1:
                     raise EmbeddingError(f"embedding answer rejected: shape {tuple(vectors.shape)} for {len(rows)} texts")
                 dim = int(vectors.shape[1])
