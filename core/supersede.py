@@ -86,15 +86,7 @@ def log_changes(conn: Connection, memory_ids: Sequence[int], latest: bool) -> No
 
 def index_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> None:
     """Add a memory that just became latest to the supersede index and the token counts."""
-    if not tokens:
-        return
-    text = keys_text(tokens)
-    conn.execute("INSERT INTO similarity_index(rowid, keys) VALUES (?, ?)", (memory_id, text))
-    conn.executemany(
-        "INSERT INTO token_stats(key, df) VALUES (?, 1) ON CONFLICT(key) DO UPDATE SET df = df + 1",
-        [(k,) for k in text.split()],
-    )
-    log_changes(conn, [memory_id], True)
+    index_latest_many(conn, [(memory_id, tokens)])
 
 
 def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]]]) -> None:
@@ -117,14 +109,7 @@ def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]
 
 def unindex_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> None:
     """Remove a memory that stopped being latest (superseded, forgotten) from the index and the counts."""
-    if not tokens:
-        return
-    text = keys_text(tokens)
-    conn.execute("INSERT INTO similarity_index(similarity_index, rowid, keys) VALUES ('delete', ?, ?)", (memory_id, text))
-    keys = [(k,) for k in text.split()]
-    conn.executemany("UPDATE token_stats SET df = df - 1 WHERE key = ?", keys)
-    conn.executemany("DELETE FROM token_stats WHERE key = ? AND df <= 0", keys)
-    log_changes(conn, [memory_id], False)
+    unindex_latest_many(conn, [(memory_id, tokens)])
 
 
 def unindex_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]]]) -> None:
