@@ -405,3 +405,14 @@ def test_superseding_one_side_closes_the_old_pair_instead_of_leaving_it_open(tmp
         assert closed.status == "resolved" and closed.resolution is not None and closed.resolution["action"] == "superseded"
         store.conflicts.undo(first.id, now=now + timedelta(minutes=3))
         assert store.conflicts.get(first.id).status == "open"
+
+
+def test_the_write_path_finds_every_flagged_pair_among_the_others(capsys: pytest.CaptureFixture[str]):
+    # The write compares a new memory with a few candidates only (conflicts.CANDIDATES); with every labelled pair's
+    # older side in one store as each other's distractors, that must still be enough to find each pair the rules flag.
+    pairs = bench.load_pairs(bench.DEFAULT_DATA)
+    found = bench.in_store(pairs, 0)
+    assert found["flagged_pairs"] > 60
+    assert found["found_by_the_write"] == found["flagged_pairs"]
+    assert bench.main(["--in-store", "0"]) == 0
+    assert "pairs the rules flag" in capsys.readouterr().out
