@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from memlens.conflicts import Conflict, ConflictJudge, ConflictService, ScanReport
     from memlens.consolidate import ConsolidationReport
     from memlens.consolidation_schedule import ScheduledRun
-    from memlens.embeddings import EmbeddingClient
+    from memlens.embeddings import Embedder
     from memlens.io.records import ImportBatch, ImportSummary, Progress
     from memlens.llm import LLMConfig
     from memlens.storage.audit import AuditRepository
@@ -418,7 +418,7 @@ class MemoryStore:
         raw: bool = False,
         now: datetime | None = None,
         semantic: bool | None = None,
-        embedder: EmbeddingClient | None = None,
+        embedder: Embedder | None = None,
         **filters: Unpack[FilterKeywords],
     ) -> list[Hit]:
         """Full-text search, best first. Any text is a valid query; ``raw=True`` passes FTS5 syntax through.
@@ -789,18 +789,20 @@ class MemoryStore:
 
     def embed_pending(
         self,
-        client: EmbeddingClient,
+        client: Embedder,
         *,
         batch: int = 64,
         limit: int | None = None,
         progress: Progress | None = None,
+        cancel: Callable[[], bool] | None = None,
         now: datetime | None = None,
     ) -> int:
         """Embed the latest memories that have no vector from ``client.model`` yet and store the vectors; returns
         how many were stored (a rerun after success stores 0). See
         :meth:`memlens.storage.vectors.VectorRepository.embed_pending` for batching, interruption and auditing.
-        Raises ``EmbeddingError`` when the endpoint fails or answers wrongly; the failing batch writes nothing."""
-        return self.vectors.embed_pending(client, batch=batch, limit=limit, progress=progress, now=resolve_now(now))
+        Raises ``EmbeddingError`` when the endpoint fails or answers wrongly; the failing batch writes nothing.
+        ``cancel()`` is asked before each batch: True stops there, keeping what is stored (a rerun resumes)."""
+        return self.vectors.embed_pending(client, batch=batch, limit=limit, progress=progress, cancel=cancel, now=resolve_now(now))
 
     def vector_counts(self) -> dict[str, int]:
         """How many memories have a stored vector, by embedding model."""

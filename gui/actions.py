@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from typing import Literal
 
 from memlens.gui import theme
@@ -57,6 +58,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("act_sweep", "actionSweepNow", "Run &Sweep Now", "sweep", "sweep_now", "Ctrl+Shift+S", "Run the auto-forget sweep now", "writable"),
     ActionSpec("act_sweep_preview", "actionSweepPreview", "&Preview Next Sweep…", "preview", "preview_sweep", None, "What the next sweep would forget (changes nothing)", "store"),
     ActionSpec("act_calibrate", "actionCalibrate", "Ca&librate && Tidiness…", "chart", "calibrate_dialog", None, "What happened to memories, proposed settings and the tidiness knob, with previews", "writable"),
+    ActionSpec("act_embed", "actionEmbed", "&Embed for Semantic Search", "search", "semantic.start", None, "Compute vectors with the local model so search also finds by meaning (in the background, resumable)", "writable"),
     ActionSpec("act_pause", "actionPauseSweeps", "Pause &Automatic Sweeps", "pause", "toggle_pause", None, "Pause or resume the automatic sweep timer", "store", checkable=True),
     ActionSpec("act_travel", "actionTimeTravel", "&Time Travel…", "time", "time_travel_dialog", "Ctrl+T", "Preview the store at a later date (read-only)", "store"),
     ActionSpec("act_back_to_now", "actionBackToNow", "&Back to Now", "back", "back_to_now", None, "Leave the time-travel preview", "travelling"),
@@ -70,7 +72,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("act_new_store", "act_open", "recent", None, "act_import", "act_export", "act_demo", None, "act_settings", None, "act_quit")),
     ("&Edit", ("act_new_memory", "act_edit", "act_pin", "act_forget", None, "act_find")),
     ("&View", ("views", None, "act_refresh", "act_travel", "act_back_to_now", "themes")),
-    ("&Lifecycle", ("act_consolidate", "act_sweep", "act_sweep_preview", "act_pause", None, "act_calibrate")),
+    ("&Lifecycle", ("act_consolidate", "act_sweep", "act_sweep_preview", "act_pause", None, "act_calibrate", "act_embed")),
     ("&Help", ("act_about",)),
 )
 
@@ -107,6 +109,7 @@ class ActionAttributes:
     act_sweep_preview: QtGui.QAction
     act_pause: QtGui.QAction
     act_calibrate: QtGui.QAction
+    act_embed: QtGui.QAction
     act_travel: QtGui.QAction
     act_back_to_now: QtGui.QAction
     act_demo: QtGui.QAction
@@ -115,7 +118,8 @@ class ActionAttributes:
 
 class WindowActions:
     """The actions of ``window`` made from :data:`ACTIONS` (``by_attr``), one per view (``views``, Ctrl+1…) and one per
-    theme (``themes``, exclusive). Each triggers ``getattr(window, spec.slot)()``."""
+    theme (``themes``, exclusive). Each triggers ``getattr(window, spec.slot)()``; a dotted slot (``semantic.start``)
+    names a method of a part of the window, looked up when triggered since the part is made after the actions."""
 
     def __init__(self, window: QtWidgets.QMainWindow, *, theme_name: str, select_view: Callable[[str], None], set_theme: Callable[[str], None]) -> None:
         self.window = window
@@ -143,7 +147,15 @@ class WindowActions:
             action.setToolTip(spec.tip)
             action.setStatusTip(spec.tip)
         action.setCheckable(spec.checkable)
-        target = slot if slot is not None else getattr(self.window, spec.slot)
+        if slot is not None:
+            target = slot
+        elif "." in spec.slot:
+
+            def target() -> object:
+                return attrgetter(spec.slot)(self.window)()
+
+        else:
+            target = getattr(self.window, spec.slot)
         action.triggered.connect(lambda _checked=False: target())
         self.window.addAction(action)
         return action

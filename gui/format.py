@@ -263,7 +263,8 @@ def _embed(entry: AuditEntry) -> str:
     # ``pending`` is how many were waiting when the run began, ``stored`` how many of them got a vector.
     stored, pending = _count(d, "stored", 0), _count(d, "pending", 0)
     text = f"embedded {plural(stored, 'memory', 'memories')}" + (f" of {pending} waiting" if pending != stored else "")
-    return text + f" with {d.get('model', '?')}" + (" (the embedding service failed)" if d.get("failed") else "")
+    ending = " (the embedding service failed)" if d.get("failed") else " (stopped; a rerun continues)" if d.get("cancelled") else ""
+    return text + f" with {d.get('model', '?')}" + ending
 
 
 def _repair(entry: AuditEntry) -> str:

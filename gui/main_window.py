@@ -49,6 +49,7 @@ from memlens.gui.preferences import Preferences
 from memlens.gui.qt import QtCore, QtGui, QtWidgets, Signal
 from memlens.gui.refresher import Refresher
 from memlens.gui.scheduler import LifecycleScheduler
+from memlens.gui.semantic_search import LocalSemanticSearch
 from memlens.gui.sessions_view import SessionsView
 from memlens.gui.sidebar import LAYERS, Sidebar
 from memlens.gui.status_bar import StatusBar
@@ -219,6 +220,8 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.busy_label, self.live_label, self.countdown_label = self.status.busy_label, self.status.live_label, self.status.countdown_label
         self.sweep_progress, self.sweep_cancel = self.status.sweep_progress, self.status.sweep_cancel
         self.tasks.busy_changed.connect(self.status.show_busy)
+        self.semantic = LocalSemanticSearch(self, self.status, self.model)  # Lifecycle > Embed for Semantic Search; the table's searches
+        self.store_opened.connect(self.semantic.check_store)
 
     def _build_timers(self) -> None:
         self.scheduler = LifecycleScheduler(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000, self)

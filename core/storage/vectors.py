@@ -6,6 +6,7 @@ Searching by vector is part of search (:mod:`memlens.storage.search`); this modu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from memlens.storage.validation import check_count
 if TYPE_CHECKING:
     # Imported at run time inside embed_pending only: it pulls in http.client and email, and every process that
     # opens a store (a hook on each tool call of an agent) would pay for them.
-    from memlens.embeddings import EmbeddingClient
+    from memlens.embeddings import Embedder
 
 
 class VectorRepository:
@@ -28,11 +29,12 @@ class VectorRepository:
 
     def embed_pending(
         self,
-        client: EmbeddingClient,
+        client: Embedder,
         *,
         batch: int = 64,
         limit: int | None = None,
         progress: Progress | None = None,
+        cancel: Callable[[], bool] | None = None,
         now: datetime,
     ) -> int:
         """Embed the latest memories that have no vector from ``client.model`` yet (their text after the client's
@@ -42,7 +44,8 @@ class VectorRepository:
         transaction, so an interrupted run keeps the batches already stored and a rerun continues from there. A
         memory forgotten or changed while its batch was at the endpoint is skipped. ``limit`` caps how many are
         embedded; ``progress(done, total)`` is called after each batch. One audit entry per call (operation
-        ``embed``: the model, dimension and counts, never text). Raises ``EmbeddingError`` when the endpoint fails or
+        ``embed``: the model, dimension and counts, never text). ``cancel()`` is asked before each batch; True
+        stops the run there (the audit entry says so) and returns what was stored so far. Raises ``EmbeddingError`` when the endpoint fails or
         answers wrongly; the failing batch writes nothing.
         """
         from memlens.embeddings import EmbeddingError, vector_to_blob
@@ -63,10 +66,14 @@ class VectorRepository:
         if cap is not None:
             total = min(total, cap)
         done = stored = 0
+        was_cancelled = False
         dim: int | None = None
         last_id = 0
         try:
             while done < total:
+                if cancel is not None and cancel():
+                    was_cancelled = True
+                    break
                 with self.ctx.read() as conn:
                     rows = conn.execute(
                         f"SELECT m.id, m.content, m.content_hash {pending} AND m.id > ? ORDER BY m.id LIMIT ?",
@@ -94,13 +101,17 @@ class VectorRepository:
         except EmbeddingError:
             self._audit_run(model, dim, stored, total, now, failed=True)
             raise
-        self._audit_run(model, dim, stored, total, now)
+        self._audit_run(model, dim, stored, total, now, cancelled=was_cancelled)
         return stored
 
-    def _audit_run(self, model: str, dim: int | None, stored: int, pending: int, now: datetime, *, failed: bool = False) -> None:
+    def _audit_run(
+        self, model: str, dim: int | None, stored: int, pending: int, now: datetime, *, failed: bool = False, cancelled: bool = False
+    ) -> None:
         details: dict[str, Any] = {"model": model, "dim": dim, "stored": stored, "pending": pending}
         if failed:
             details["failed"] = True
+        if cancelled:
+            details["cancelled"] = True
         with self.ctx.write() as conn:
             self.ctx.audit(conn, "embed", [], details, now)
 
