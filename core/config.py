@@ -40,6 +40,11 @@ class SearchTuning:
     content_weight: float = 1.0
     #: bm25 weight of a memory's tags: a tag is a deliberate label, so a match there counts double.
     tags_weight: float = 2.0
+    #: bm25 weight of a memory's indexed context (the turn before it, its session's title; schema 11): found
+    #: through what it answers, ranked below what says the words itself.
+    context_weight: float = 0.5
+    #: bm25 weight of the dates a memory's "yesterday", "last Friday" name (schema 11).
+    dates_weight: float = 1.0
     #: No longer used: vector search was fused by reciprocal rank with this k before :attr:`fusion_alpha`. Kept
     #: so settings saved with it still load and round-trip.
     rrf_k: int = 60

@@ -89,6 +89,14 @@ def _register_functions(conn: Connection) -> None:
     conn.create_function("ml_index_text", 1, lambda t: index_text(t) if t is not None else "", deterministic=True)
     # Schema 9's migration and trigger keep memories.text_importance with the text.
     conn.create_function("ml_text_importance", 1, lambda t: text_importance(t) if t is not None else None, deterministic=True)
+    # Schema 11's backfill of memories.index_dates (imported there: only a migrating store needs the date rules).
+    conn.create_function("ml_date_terms", 2, _date_terms, deterministic=True)
+
+
+def _date_terms(content: str | None, created_at: float | None) -> str:
+    from memlens.dates import index_terms_at
+
+    return index_terms_at(content, created_at) if content is not None and created_at is not None else ""
 
 
 # --- This process's open store files ----------------------------------------------------------------------------
@@ -528,6 +536,8 @@ def migrate(conn: Connection, path: Path | str = "") -> None:
             # Re-read inside the write lock: another process may have migrated meanwhile.
             if conn.execute("PRAGMA user_version").fetchone()[0] >= version:
                 continue
+            # A migration that recreates an FTS table (schema 11) keeps its secure-delete setting.
+            secure = [t for t in schema.FTS_TABLES if _fts_secure_delete_on(conn, t)]
             for sql in statements:
                 try:
                     conn.execute(sql)
@@ -541,7 +551,19 @@ def migrate(conn: Connection, path: Path | str = "") -> None:
                     # Stores created with a current SQLite purge deleted terms from the FTS index in place.
                     for table in schema.FTS_TABLES:
                         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
+            for table in secure:
+                if not _fts_secure_delete_on(conn, table):
+                    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
             conn.execute(f"PRAGMA user_version = {version}")
+
+
+def _fts_secure_delete_on(conn: Connection, table: str) -> bool:
+    """Whether the FTS5 table ``table`` purges deleted terms in place (False when it does not exist yet)."""
+    try:
+        row = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'secure-delete'").fetchone()
+    except sqlite.OperationalError:
+        return False
+    return bool(row and row[0])
 
 
 #: Values bound per ``IN (...)`` list by :func:`select_in`: well below SQLite's limit on bound parameters.

@@ -437,13 +437,19 @@ def _fts_disagreement(conn: db.Connection, table: str, definition: str, fill_sql
             conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
 
 
+#: What memory_fts holds for every memory, as the triggers index it (schema 11).
+_FTS_ROWS = (
+    "SELECT id, ml_index_text(title), ml_index_text(content), ml_index_text(tags), ml_index_text(index_context), "
+    "ml_index_text(index_dates) FROM {memories}"
+)
+
+
 def _fts_definition(table: str) -> str:
-    for _version, statements in schema.MIGRATIONS:
-        for sql in statements:
-            marker = f"CREATE VIRTUAL TABLE {table} USING fts5("
-            flat = " ".join(sql.split())
-            if flat.startswith(marker):
-                return flat[len(marker) : flat.rindex(")")]
+    marker = f"CREATE VIRTUAL TABLE {table} USING fts5("
+    for sql in _current_definitions():
+        flat = " ".join(sql.split())
+        if flat.startswith(marker):
+            return flat[len(marker) : flat.rindex(")")]
     raise KeyError(table)
 
 
@@ -468,7 +474,7 @@ def _check_fts(conn: db.Connection) -> Check:
         conn,
         "memory_fts",
         _fts_definition("memory_fts"),
-        "(rowid, title, content, tags) SELECT id, ml_index_text(title), ml_index_text(content), ml_index_text(tags) FROM main.memories",
+        f"(rowid, title, content, tags, context, dates) {_FTS_ROWS.format(memories='main.memories')}",
     )
     if differing:
         problems.append(f"the full-text index disagrees with {differing} memories: " + ", ".join(examples))
@@ -627,17 +633,30 @@ def _check_review(conn: db.Connection) -> Check:
 # --- repair ----------------------------------------------------------------------------------------------------
 
 
-def _statements_for(table: str) -> list[str]:
-    """The schema statements that create ``table`` and its indexes and triggers."""
-    out = []
+def _current_definitions() -> list[str]:
+    """Every CREATE statement of the schema, the last definition of each name only (schema 11 defines memory_fts
+    and its triggers again, with the context and dates columns), in the order of their last definition."""
+    latest: dict[str, str] = {}
     for _version, statements in schema.MIGRATIONS:
         for sql in statements:
-            upper = " ".join(sql.split()).upper()
-            name = table.upper()
-            creates_table = upper.startswith((f"CREATE TABLE {name} (", f"CREATE VIRTUAL TABLE {name} USING"))
-            on_table = (upper.startswith("CREATE INDEX") and f" ON {name}(" in upper) or (upper.startswith("CREATE TRIGGER") and f" ON {name} " in upper)
-            if creates_table or on_table:
-                out.append(sql)
+            words = [w for w in sql.split() if w.upper() not in ("IF", "NOT", "EXISTS", "VIRTUAL")]
+            if len(words) > 2 and words[0].upper() == "CREATE" and words[1].upper() in ("TABLE", "INDEX", "TRIGGER"):
+                name = words[2].split("(")[0]
+                latest.pop(name, None)
+                latest[name] = sql
+    return list(latest.values())
+
+
+def _statements_for(table: str) -> list[str]:
+    """The schema statements that create ``table`` and its indexes and triggers (their current definitions)."""
+    out = []
+    name = table.upper()
+    for sql in _current_definitions():
+        upper = " ".join(sql.split()).upper()
+        creates_table = upper.startswith((f"CREATE TABLE {name} (", f"CREATE VIRTUAL TABLE {name} USING"))
+        on_table = (upper.startswith("CREATE INDEX") and f" ON {name}(" in upper) or (upper.startswith("CREATE TRIGGER") and f" ON {name} " in upper)
+        if creates_table or on_table:
+            out.append(sql)
     return out
 
 
@@ -711,11 +730,10 @@ def _repair(conn: db.Connection, path: Path, checks: list[Check], now: datetime)
 
 def _missing_trigger_statements(present: set[str]) -> list[str]:
     out = []
-    for _version, statements in schema.MIGRATIONS:
-        for sql in statements:
-            words = sql.split()
-            if len(words) > 2 and words[0].upper() == "CREATE" and words[1].upper() == "TRIGGER" and words[2] not in present:
-                out.append(sql)
+    for sql in _current_definitions():
+        words = sql.split()
+        if len(words) > 2 and words[0].upper() == "CREATE" and words[1].upper() == "TRIGGER" and words[2] not in present:
+            out.append(sql)
     return out
 
 
@@ -741,10 +759,8 @@ def _recreate_fts(conn: db.Connection, table: str, secure: bool) -> None:
 
 def _rebuild_fts(conn: db.Connection, secure: bool) -> int:
     _recreate_fts(conn, "memory_fts", secure)
-    conn.execute(
-        "INSERT INTO memory_fts(rowid, title, content, tags) "
-        "SELECT id, ml_index_text(title), ml_index_text(content), ml_index_text(tags) FROM memories"
-    )
+    # From the stored context and dates (memlens.storage.index_context): exactly what the triggers index.
+    conn.execute(f"INSERT INTO memory_fts(rowid, title, content, tags, context, dates) {_FTS_ROWS.format(memories='memories')}")
     return int(conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
 
 

@@ -9,10 +9,41 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
+
+#: Types whose indexed context includes the turn before them: conversation turns and agent observations.
+CONTEXT_TYPES = ("message", "observation")
+_CONTEXT_TYPES_SQL = ", ".join(f"'{t}'" for t in CONTEXT_TYPES)
+
+
+def context_sql(row: str) -> str:
+    """An SQL expression for what ``memory_fts`` indexes as the context of the ``memories`` row named ``row`` (an
+    alias, or ``memories``): its session's ``title`` or ``topic`` (metadata), then, for a :data:`CONTEXT_TYPES`
+    memory, the text of the one before it in its session (by time, then id; a superseded one by its chain's latest
+    text), joined by a newline. The one definition: the writers, schema 11's backfill and ``memlens doctor`` use it
+    (see memlens.storage.index_context)."""
+    title = (
+        "(SELECT CASE WHEN json_type(s.metadata, '$.title') = 'text' THEN json_extract(s.metadata, '$.title') "
+        "WHEN json_type(s.metadata, '$.topic') = 'text' THEN json_extract(s.metadata, '$.topic') END "
+        f"FROM sessions s WHERE s.id = {row}.session_id AND json_valid(s.metadata))"
+    )
+    previous_id = (
+        f"(SELECT p.id FROM memories p WHERE p.session_id = {row}.session_id AND p.type IN ({_CONTEXT_TYPES_SQL}) "
+        f"AND (p.created_at < {row}.created_at OR (p.created_at = {row}.created_at AND p.id < {row}.id)) "
+        "ORDER BY p.created_at DESC, p.id DESC LIMIT 1)"
+    )
+    previous = (
+        "(SELECT coalesce((SELECT l.content FROM memories l WHERE l.chain_id = p.chain_id AND l.is_latest = 1 "
+        f"ORDER BY l.version DESC LIMIT 1), p.content) FROM memories p WHERE p.id = {previous_id})"
+    )
+    return (
+        f"CASE WHEN {row}.session_id IS NULL THEN '' ELSE trim(coalesce({title}, '') || char(10) || "
+        f"coalesce(CASE WHEN {row}.type IN ({_CONTEXT_TYPES_SQL}) THEN {previous} END, ''), char(10)) END"
+    )
+
 
 _V1 = [
     """
@@ -332,4 +363,58 @@ _V10 = [
     "CREATE INDEX memories_by_ttl ON memories(forget_after, id, pinned, created_at, title) WHERE forget_after IS NOT NULL",
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9), (10, _V10)]
+# Version 11: context and grounded dates in the full-text index (issue 15; see memlens.storage.index_context).
+# ``memory_fts`` gets two lower-weighted columns: ``context`` (the session's title or topic and, for a turn or an
+# observation, the turn before it: an answer is found through the question it answers) and ``dates`` (the dates its
+# "yesterday", "last Friday", "两周前" name, from memlens.dates). The stored content never changes. The index is
+# contentless, so what it holds is stored on the row (``index_context``, ``index_dates``) for the triggers to
+# replay on delete. FTS5 cannot add a column: the table is dropped and created again (memlens.db.migrate restores
+# its secure-delete setting) and filled from the backfilled columns. ADD COLUMN is skipped when present and the
+# rest is idempotent, so a file whose version record lags its tables still migrates.
+_V11 = [
+    # The triggers go first: the backfill must not replay into an index that never held what it would delete.
+    "DROP TRIGGER IF EXISTS memories_fts_insert",
+    "DROP TRIGGER IF EXISTS memories_fts_delete",
+    "DROP TRIGGER IF EXISTS memories_fts_update",
+    "DROP TABLE IF EXISTS memory_fts",
+    "ALTER TABLE memories ADD COLUMN index_context TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE memories ADD COLUMN index_dates TEXT NOT NULL DEFAULT ''",
+    "UPDATE memories SET index_dates = ml_date_terms(content, created_at)",
+    f"UPDATE memories SET index_context = {context_sql('memories')}",
+    """
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        title, content, tags, context, dates, content='', tokenize='porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memory_fts(rowid, title, content, tags, context, dates)
+        VALUES (new.id, ml_index_text(new.title), ml_index_text(new.content), ml_index_text(new.tags),
+                ml_index_text(new.index_context), ml_index_text(new.index_dates));
+    END
+    """,
+    """
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, title, content, tags, context, dates)
+        VALUES ('delete', old.id, ml_index_text(old.title), ml_index_text(old.content), ml_index_text(old.tags),
+                ml_index_text(old.index_context), ml_index_text(old.index_dates));
+    END
+    """,
+    """
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF title, content, tags, index_context, index_dates ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, title, content, tags, context, dates)
+        VALUES ('delete', old.id, ml_index_text(old.title), ml_index_text(old.content), ml_index_text(old.tags),
+                ml_index_text(old.index_context), ml_index_text(old.index_dates));
+        INSERT INTO memory_fts(rowid, title, content, tags, context, dates)
+        VALUES (new.id, ml_index_text(new.title), ml_index_text(new.content), ml_index_text(new.tags),
+                ml_index_text(new.index_context), ml_index_text(new.index_dates));
+    END
+    """,
+    """
+    INSERT INTO memory_fts(rowid, title, content, tags, context, dates)
+    SELECT id, ml_index_text(title), ml_index_text(content), ml_index_text(tags), ml_index_text(index_context),
+           ml_index_text(index_dates) FROM memories
+    """,
+]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9), (10, _V10), (11, _V11)]

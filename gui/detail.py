@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from memlens.dates import resolve
 from memlens.decay import strength
 from memlens.errors import NotFound
 from memlens.gui import format as fmt
@@ -149,6 +150,13 @@ def _written_note(entry: AuditEntry) -> str:
     return f"<br><small>{html.escape(full[full.index('(') :])}</small>" if full != fmt.when(entry.at) else ""
 
 
+def grounded_dates_html(memory: Memory) -> str:
+    """The relative time expressions of a memory's text and the dates they name, counted from when it was written
+    (as search indexes them): ``“yesterday” → Wed 1 Feb 2023``, one a line; empty when there are none."""
+    found = resolve(memory.content, memory.created_at.astimezone())
+    return "<br>".join(f"“{html.escape(r.phrase)}” → {html.escape(r.describe())}" for r in found)
+
+
 def memory_html(data: DetailData) -> str:
     """The Memory tab: content, explanation, metadata, provenance and audit trail as HTML."""
     m = data.memory
@@ -164,6 +172,7 @@ def memory_html(data: DetailData) -> str:
         _row("Importance", f"{m.importance:.2f}"),
         _row("Strength", f"{data.strength:.3f} at {fmt.when(now)}"),
         _row("Created", f"{fmt.when(m.created_at)} ({fmt.relative(m.created_at, now)})"),
+        *([_row("Dates", dates)] if (dates := grounded_dates_html(m)) else []),
         _row("Last used", f"{fmt.when(m.last_accessed_at)} ({fmt.relative(m.last_accessed_at, now)}), recalled {fmt.plural(m.access_count, 'time')}"),
         _row("Version", f"{m.version} of chain #{m.chain_id}" + ("" if m.is_latest else " - <b>superseded</b>")),
         _row("Pinned", "yes - no sweep touches it" if m.pinned else "no"),

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memlens import MemoryStore, redact, text
+from memlens import MemoryStore, redact, schema, text
 from memlens.io import export_file, import_file
 from memlens.storage import bulk
 
@@ -24,9 +24,15 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
 
 def _reference_insert_new(conn: Any, insert_sql: str, rows: Any, fts_rows: Any) -> None:
-    """What the bulk paths did before: plain executemany, the trigger indexing row by row."""
+    """What the bulk paths did before: plain executemany, the trigger indexing row by row; then each row's context
+    and dates set by an UPDATE, the update trigger indexing them (schema 11)."""
     if rows:
         conn.executemany(insert_sql, rows)
+        ids = [fts[0] for fts in fts_rows]
+        conn.executemany(
+            f"UPDATE memories SET index_context = {schema.context_sql('memories')}, index_dates = ml_date_terms(content, created_at) WHERE id = ?",
+            [(i,) for i in ids],
+        )
 
 
 def _records() -> list[dict[str, Any]]:

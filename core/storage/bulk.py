@@ -35,7 +35,9 @@ R = TypeVar("R")
 
 #: The trigger that indexes a new row in ``memory_fts`` (see :mod:`memlens.schema`).
 FTS_INSERT_TRIGGER = "memories_fts_insert"
-_FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags) VALUES (?, ?, ?, ?)"
+#: The trigger that re-indexes a row whose indexed columns change: dropped too while new rows get their context.
+FTS_UPDATE_TRIGGER = "memories_fts_update"
+_FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags, context, dates) VALUES (?, ?, ?, ?, ?, ?)"
 #: Loads smaller than this are prepared in this process: starting a worker costs a few tenths of a second.
 PARALLEL_MIN_RECORDS = 20_000
 #: Batches handed to the worker ahead of the writer (two keep it busy while one is written).
@@ -72,19 +74,41 @@ def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, .
     """Insert new memories (``insert_sql`` over ``rows``) and their full-text rows ``(id, title, content, tags)`` as
     :func:`fts_text` gives them, inside the caller's write transaction, without the per-row FTS trigger.
 
-    The trigger is dropped and created again from its stored SQL within the transaction (see the module docstring),
-    so whatever happens the store never keeps a state without it."""
+    Each new memory gets the indexed context and dates the trigger path gives it (see
+    :mod:`memlens.storage.index_context`), computed once all of them are in (a turn's previous turn may be in the
+    same batch), and older memories that now follow one of them are refreshed. The triggers are dropped and
+    created again from their stored SQL within the transaction (see the module docstring), so whatever happens the
+    store never keeps a state without them."""
+    from memlens.schema import context_sql
+    from memlens.storage.index_context import dates_of, refresh_after_insert
+
     if not conn.in_transaction:
         raise RuntimeError("insert_new must run inside a write transaction")
     if not rows:
         return
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (FTS_INSERT_TRIGGER,)).fetchone()
-    if row is not None:
-        conn.execute(f"DROP TRIGGER {FTS_INSERT_TRIGGER}")
+    dropped: list[str] = []
+    for name in (FTS_INSERT_TRIGGER, FTS_UPDATE_TRIGGER):
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)).fetchone()
+        if row is not None:
+            conn.execute(f"DROP TRIGGER {name}")
+            dropped.append(row[0])
     conn.executemany(insert_sql, rows)
-    conn.executemany(_FTS_INSERT, fts_rows)
-    if row is not None:
-        conn.execute(row[0])
+    ids = [fts[0] for fts in fts_rows]
+    derived: dict[int, tuple[str, str]] = {}
+    sql = f"SELECT b.id, b.content, b.created_at, {context_sql('b')} FROM memories b WHERE b.id IN ({{marks}})"
+    for memory_id, content, created_at, context in db.select_in(conn, sql, ids):
+        derived[memory_id] = (context, dates_of(content, created_at))
+    conn.executemany(
+        "UPDATE memories SET index_context = ?, index_dates = ? WHERE id = ?",
+        [(context, dates, memory_id) for memory_id, (context, dates) in derived.items() if context or dates],
+    )
+    conn.executemany(
+        _FTS_INSERT,
+        [(*fts, index_text(derived[fts[0]][0]), index_text(derived[fts[0]][1])) for fts in fts_rows],
+    )
+    for trigger_sql in dropped:
+        conn.execute(trigger_sql)
+    refresh_after_insert(conn, ids)
 
 
 def chunks(items: Iterable[T], size: int) -> Iterator[tuple[int, list[T]]]:

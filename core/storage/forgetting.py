@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from memlens import db, supersede
 from memlens.errors import InvalidInput
 from memlens.models import ts_from_dt
+from memlens.storage import index_context
 from memlens.storage.context import ERASURE_PENDING_KEY, AuditEntry, StoreContext, content_hash
 from memlens.storage.memories import MemoryRepository
 from memlens.storage.results import ForgetResult
@@ -160,7 +161,8 @@ class ForgettingRepository:
             if not terms:
                 return ForgetResult((), (), reason)
             where.append("m.id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)")
-            params.append(match_expression(terms, "AND"))
+            # A memory's own words only: not the neighbour's text or the dates indexed with it (schema 11).
+            params.append("{title content tags} : (" + match_expression(terms, "AND") + ")")
         sql = "SELECT m.id FROM memories m WHERE " + " AND ".join(where)
         with self.ctx.read() as conn:
             ids = [r[0] for r in conn.execute(sql, params).fetchall()]
@@ -249,12 +251,17 @@ class ForgettingRepository:
             for table in _INDEXES:
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 0)")
         supersede.unindex_latest_many(conn, [(d.id, similarity_tokens(d.content)) for d in rows.values() if d.is_latest])
+        # The turns whose indexed context holds an erased text (it came before them, or stood for its chain): read
+        # before the rows go, given their new context after (memlens.storage.index_context).
+        neighbours = [i for i in index_context.chain_followers(conn, {d.chain_id for d in rows.values()}) if i not in rows]
         _delete(conn, list(rows))
+        restored = _restore_latest(conn, dict.fromkeys(d.chain_id for d in rows.values()))
+        # Before the merge: the neighbours' old index rows (with the erased words) are dropped by it too.
+        index_context.refresh(conn, neighbours)
         if bulk:
             for table in _INDEXES:
                 conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('secure-delete', 1)")
-        restored = _restore_latest(conn, dict.fromkeys(d.chain_id for d in rows.values()))
         if drop_session is not None:
             conn.execute("DELETE FROM sessions WHERE id = ?", (drop_session,))
             conn.execute("INSERT OR REPLACE INTO forgotten_sessions(session_id, forgotten_at) VALUES (?, ?)", (drop_session, ts_from_dt(now)))

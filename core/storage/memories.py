@@ -18,7 +18,7 @@ from memlens import db, decay, supersede
 from memlens.errors import InvalidInput, NotFound
 from memlens.models import RELATION_KINDS, Layer, Memory, Origin, source_confidence_for, ts_from_dt, utc_from_ts
 from memlens.redact import redact
-from memlens.storage import bulk
+from memlens.storage import bulk, index_context
 from memlens.storage.context import StoreContext, content_hash, to_json
 from memlens.storage.results import Relation, SupersedePreview
 from memlens.storage.rows import MEMORY_COLUMNS, RELATION_COLUMNS, memories_from_cursor, memory_from_row, relation_from_row
@@ -204,7 +204,8 @@ class MemoryRepository:
             "INSERT INTO memories (layer, type, title, content, project, session_id, tags, importance, origin, "
             "source_ref, created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, "
             "supersedes, supersede_similarity, is_latest, forget_after, pinned, metadata, token_count, fade_at, "
-            "content_hash, source_confidence, text_importance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "content_hash, source_confidence, text_importance, index_context, index_dates) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 layer,
                 type_,
@@ -232,11 +233,15 @@ class MemoryRepository:
                 content_hash(content),
                 source_confidence_for(origin),
                 decay.text_importance(content),
+                index_context.context_for_new(conn, session_id, type_, ts),
+                index_context.dates_of(content, ts),
             ),
         )
         memory_id = int(cur.lastrowid)
         if chain_id is None:
             conn.execute("UPDATE memories SET chain_id = ? WHERE id = ?", (memory_id, memory_id))
+        if session_id is not None:
+            index_context.refresh_after_insert(conn, [memory_id])  # written into the middle of its session
         if tags:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", [(t, memory_id) for t in tags])
         supersede.index_latest(conn, memory_id, tokens)
@@ -244,6 +249,8 @@ class MemoryRepository:
             assert match is not None
             self.link(conn, memory_id, match.memory_id, "supersedes", ts, match.similarity)
             self.carry_relations(conn, match.memory_id, memory_id, now)
+            # The turns after any version of this chain had its old text as context: now they have the new one.
+            index_context.refresh(conn, index_context.chain_followers(conn, [memory_id if chain_id is None else chain_id]))
             from memlens.conflicts import close_superseded  # the conflict rules load only where knowledge changes
 
             close_superseded(conn, self.ctx, match.memory_id, memory_id, now)

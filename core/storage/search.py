@@ -329,7 +329,7 @@ class SearchRepository:
         # full, the query runs again over every match.
         window = pool + pool // 5 + 1  # room for a few rows the filters drop
         # The weights are checked numbers (SearchTuning.from_dict), so formatting them into the SQL is safe.
-        weights = f"{float(tuning.title_weight)!r}, {float(tuning.content_weight)!r}, {float(tuning.tags_weight)!r}"
+        weights = ", ".join(repr(float(w)) for w in (tuning.title_weight, tuning.content_weight, tuning.tags_weight, tuning.context_weight, tuning.dates_weight))
         columns = self._candidate_columns(conn)
         filters = _and(where)
         ranked_sql = (

@@ -17,6 +17,7 @@ from memlens import db
 from memlens.errors import InvalidInput, NotFound
 from memlens.models import Memory, ts_from_dt
 from memlens.redact import redact, redact_value
+from memlens.storage import index_context
 from memlens.storage.context import StoreContext, to_json
 from memlens.storage.results import Session
 from memlens.storage.rows import MEMORY_COLUMNS, SESSION_COLUMNS, memory_from_row, session_from_row
@@ -115,6 +116,8 @@ class SessionRepository:
             ensure_session(conn, sid, check_optional_name(project, "project"), ts_from_dt(now))
             if meta:
                 conn.execute("UPDATE sessions SET metadata = ? WHERE id = ?", (to_json(meta), sid))
+                # Its title or topic is indexed as its memories' context (memlens.storage.index_context).
+                index_context.refresh_session(conn, sid)
         return self.get(sid)
 
     def end(self, session_id: str, *, now: datetime) -> Session:
