@@ -15,9 +15,12 @@ tzlocal, dateutil) it is ~11 MB. The forms below are few and regular, and cost m
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+
+from memlens.text import has_cjk
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -96,23 +99,23 @@ def _shifted(today: date, amount: int, unit: str) -> tuple[date, str]:
 
 _EN_NUMBER = r"\d{1,3}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _EN_WEEKDAY = "|".join(WEEKDAYS)
-_EN = re.compile(
+_EN_PATTERN = (
     r"(?<![^\W_])(?:"
     r"(?P<dayword>the day before yesterday|the day after tomorrow|yesterday|tomorrow|today|tonight|last night|this morning|this afternoon|this evening)"
     r"|(?P<ago>(?P<n>" + _EN_NUMBER + r")\s+(?P<unit>days?|weeks?|months?|years?)\s+(?:ago|back|earlier|later|from now))"
     r"|(?P<in>in\s+(?P<n2>" + _EN_NUMBER + r")\s+(?P<unit2>days?|weeks?|months?|years?))"
     r"|(?P<rel>(?P<which>last|this past|past|next|this|coming|this coming)\s+(?P<what>week|weekend|month|year|" + _EN_WEEKDAY + r"))"
-    r")(?![^\W_])",
-    re.IGNORECASE,
+    r")(?![^\W_])"
 )
+#: Every English form holds one of these ("day" also stands for yesterday, today and the weekdays).
+_EN_NEEDS = ("day", "week", "month", "year", "tomorrow", "night", "morning", "afternoon", "evening")
 _CN_NUM = "[0-9一两二三四五六七八九十]{1,3}"
-_CN = re.compile(
+_CN_PATTERN = (
     r"(?P<dayword>大前天|前天|昨天|昨日|昨晚|今天|今日|今晚|今早|明天|明日|明晚|大后天|后天)"
     r"|(?P<ago>(?P<n>" + _CN_NUM + r")\s*(?P<unit>天|日|周|个星期|星期|个礼拜|礼拜|个月|年)(?P<dir>前|以前|之前|后|以后|之后))"
     r"|(?P<wd>(?P<wk>上上|上|这|本|下下|下)(?:个)?(?:周|星期|礼拜)(?P<d>[一二三四五六日天]))"
     r"|(?P<rel>(?P<which>上上|上|这|本|下下|下|去|前|今|明)(?P<what>个?星期|个?礼拜|周|个月|月|年))"
 )
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _CN_DAYWORDS = {"大前天": -3, "前天": -2, "昨天": -1, "昨日": -1, "昨晚": -1, "今天": 0, "今日": 0, "今晚": 0, "今早": 0, "明天": 1, "明日": 1, "明晚": 1, "后天": 2, "大后天": 3}
 _CN_STEP = {"上上": -2, "上": -1, "这": 0, "本": 0, "下": 1, "下下": 2, "去": -1, "前": -2, "今": 0, "明": 1}
 _EN_DAYWORDS = {"the day before yesterday": -2, "the day after tomorrow": 2, "yesterday": -1, "last night": -1, "tomorrow": 1}
@@ -183,13 +186,25 @@ def _chinese(match: re.Match[str], today: date) -> tuple[date, str] | None:
     return _week_start(today) + timedelta(weeks=_CN_STEP[which]), WEEK
 
 
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The English and Chinese patterns, compiled on first use: an agent hook that writes no time word never pays."""
+    return re.compile(_EN_PATTERN, re.IGNORECASE), re.compile(_CN_PATTERN)
+
+
 def resolve(text: str, when: datetime) -> list[ResolvedDate]:
     """The relative time expressions of ``text`` (English and Chinese), each with the time it names counted from
     ``when`` (an aware datetime, in the zone the text was written in), in the order they appear."""
     today = when.date()
     found: list[ResolvedDate] = []
-    for pattern, reader in ((_EN, _english), (_CN, _chinese)):
-        if pattern is _CN and text.isascii():
+    lowered = text.lower()
+    english = any(word in lowered for word in _EN_NEEDS)  # the regex costs ~20 µs a text; most texts name no time
+    chinese = not text.isascii()
+    if not (english or chinese):
+        return found
+    en, cn = _patterns()
+    for pattern, reader in ((en, _english), (cn, _chinese)):
+        if (pattern is en and not english) or (pattern is cn and not chinese):
             continue
         for match in pattern.finditer(text):
             named = reader(match, today)
@@ -218,7 +233,7 @@ def index_terms(text: str, when: datetime) -> str:
 
     The day written is there because questions name when things happened ("what did she paint in July 2023?"), and
     a memory's own time is not in its words."""
-    cjk = not text.isascii() and _CJK.search(text) is not None
+    cjk = has_cjk(text)
     words: list[str] = []
     for day, unit in [(when.date(), DAY), *((r.day, r.unit) for r in resolve(text, when))]:
         for word in date_words(day, unit, cjk=cjk):

@@ -89,7 +89,7 @@ def _register_functions(conn: Connection) -> None:
     conn.create_function("ml_index_text", 1, lambda t: index_text(t) if t is not None else "", deterministic=True)
     # Schema 9's migration and trigger keep memories.text_importance with the text.
     conn.create_function("ml_text_importance", 1, lambda t: text_importance(t) if t is not None else None, deterministic=True)
-    # Schema 11's backfill of memories.index_dates (imported there: only a migrating store needs the date rules).
+    # memories.index_dates: schema 11's backfill and the bulk INSERTs (memlens.storage.bulk) store it with this.
     conn.create_function("ml_date_terms", 2, _date_terms, deterministic=True)
 
 

@@ -32,7 +32,7 @@ def context_sql(row: str) -> str:
     )
     previous_id = (
         f"(SELECT p.id FROM memories p WHERE p.session_id = {row}.session_id AND p.type IN ({_CONTEXT_TYPES_SQL}) "
-        f"AND (p.created_at < {row}.created_at OR (p.created_at = {row}.created_at AND p.id < {row}.id)) "
+        f"AND (p.created_at, p.id) < ({row}.created_at, {row}.id) "
         "ORDER BY p.created_at DESC, p.id DESC LIMIT 1)"
     )
     previous = (

@@ -58,6 +58,11 @@ def clean_text(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds any Chinese, Japanese or Korean character."""
+    return not text.isascii() and _CJK_RUN.search(text) is not None
+
+
 def _cjk_bigrams(run: str) -> list[str]:
     if len(run) == 1:
         return [run]

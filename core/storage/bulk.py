@@ -71,8 +71,9 @@ def fts_text(title: str, content: str, tags_json: str) -> FtsText:
 
 
 def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, ...]], fts_rows: Sequence[tuple[int, str, str, str]]) -> None:
-    """Insert new memories (``insert_sql`` over ``rows``) and their full-text rows ``(id, title, content, tags)`` as
-    :func:`fts_text` gives them, inside the caller's write transaction, without the per-row FTS trigger.
+    """Insert new memories (``insert_sql`` over ``rows``, storing ``index_dates`` with ``ml_date_terms``) and their
+    full-text rows ``(id, title, content, tags)`` as :func:`fts_text` gives them, inside the caller's write
+    transaction, without the per-row FTS trigger.
 
     Each new memory gets the indexed context and dates the trigger path gives it (see
     :mod:`memlens.storage.index_context`), computed once all of them are in (a turn's previous turn may be in the
@@ -80,7 +81,7 @@ def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, .
     created again from their stored SQL within the transaction (see the module docstring), so whatever happens the
     store never keeps a state without them."""
     from memlens.schema import context_sql
-    from memlens.storage.index_context import dates_of, refresh_after_insert
+    from memlens.storage.index_context import refresh_after_insert
 
     if not conn.in_transaction:
         raise RuntimeError("insert_new must run inside a write transaction")
@@ -94,14 +95,12 @@ def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, .
             dropped.append(row[0])
     conn.executemany(insert_sql, rows)
     ids = [fts[0] for fts in fts_rows]
+    # The dates were stored by the INSERT (ml_date_terms in its VALUES); the context needs every new row in place.
     derived: dict[int, tuple[str, str]] = {}
-    sql = f"SELECT b.id, b.content, b.created_at, {context_sql('b')} FROM memories b WHERE b.id IN ({{marks}})"
-    for memory_id, content, created_at, context in db.select_in(conn, sql, ids):
-        derived[memory_id] = (context, dates_of(content, created_at))
-    conn.executemany(
-        "UPDATE memories SET index_context = ?, index_dates = ? WHERE id = ?",
-        [(context, dates, memory_id) for memory_id, (context, dates) in derived.items() if context or dates],
-    )
+    sql = f"SELECT b.id, b.index_dates, {context_sql('b')} FROM memories b WHERE b.id IN ({{marks}})"
+    for memory_id, dates, context in db.select_in(conn, sql, ids):
+        derived[memory_id] = (context, dates)
+    conn.executemany("UPDATE memories SET index_context = ? WHERE id = ?", [(context, memory_id) for memory_id, (context, _dates) in derived.items() if context])
     conn.executemany(
         _FTS_INSERT,
         [(*fts, index_text(derived[fts[0]][0]), index_text(derived[fts[0]][1])) for fts in fts_rows],

@@ -102,10 +102,13 @@ def refresh_after_insert(conn: db.Connection, new_ids: Sequence[int]) -> int:
     for session_id, created_at in db.select_in(conn, "SELECT session_id, created_at FROM memories WHERE id IN ({marks}) AND session_id IS NOT NULL", list(new_ids)):
         if session_id not in earliest or created_at < earliest[session_id]:
             earliest[session_id] = created_at
-    later: list[int] = []
-    for session_id, created_at in earliest.items():
-        # Older rows (id below the new ones) dated after a new row: the only ones whose previous turn can change.
-        later += [int(r[0]) for r in conn.execute("SELECT id FROM memories WHERE session_id = ? AND created_at > ? AND id < ?", (session_id, created_at, first))]
+    return sum(refresh_written_after(conn, session_id, created_at, first) for session_id, created_at in earliest.items())
+
+
+def refresh_written_after(conn: db.Connection, session_id: str, created_at: float, first_new_id: int) -> int:
+    """Refresh the memories of ``session_id`` written before ``first_new_id`` but dated after ``created_at``: the
+    only ones whose previous turn a memory inserted at that time can change."""
+    later = [int(r[0]) for r in conn.execute("SELECT id FROM memories WHERE session_id = ? AND created_at > ? AND id < ?", (session_id, created_at, first_new_id))]
     return refresh(conn, later)
 
 

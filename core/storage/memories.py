@@ -241,7 +241,7 @@ class MemoryRepository:
         if chain_id is None:
             conn.execute("UPDATE memories SET chain_id = ? WHERE id = ?", (memory_id, memory_id))
         if session_id is not None:
-            index_context.refresh_after_insert(conn, [memory_id])  # written into the middle of its session
+            index_context.refresh_written_after(conn, session_id, ts, memory_id)  # written into the middle of its session
         if tags:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", [(t, memory_id) for t in tags])
         supersede.index_latest(conn, memory_id, tokens)
@@ -387,8 +387,8 @@ class MemoryRepository:
             conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, "
             "source_ref, created_at, updated_at, last_accessed_at, chain_id, forget_after, pinned, metadata, "
-            "token_count, fade_at, content_hash, source_confidence, text_importance) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "token_count, fade_at, content_hash, source_confidence, text_importance, index_dates) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ml_date_terms(?5, ?12))",
             rows,
             [(memory_id, *p.fts) for memory_id, p in zip(ids, batch, strict=True)],
         )

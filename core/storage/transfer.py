@@ -674,8 +674,8 @@ def _flush(
             conn,
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "
             "created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, supersedes, supersede_similarity, "
-            "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash, source_confidence, text_importance) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ml_text_importance(?5))",
+            "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash, source_confidence, text_importance, index_dates) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ml_text_importance(?5), ml_date_terms(?5, ?12))",
             rows,
             [(r[0], *bulk.fts_text(r[3], r[4], r[7])) for r in rows],
         )
