@@ -11,6 +11,8 @@ from functools import cached_property
 from typing import Any
 
 from memlens.models import Memory
+from memlens.storage.coverage import TermCoverage
+from memlens.storage.expansion import ExpansionTerm
 from memlens.text import QueryTerm, make_snippet
 
 
@@ -98,6 +100,12 @@ class Hit:
     #: The query's terms, which :attr:`snippet` highlights.
     terms: tuple[QueryTerm, ...] = ()
     fusion: FusionParts | None = None
+    #: How many of the query's terms the memory holds and what that did to its bm25 (None: not a bm25 candidate,
+    #: or coverage off or moot).
+    coverage: TermCoverage | None = None
+    #: Set when the second retrieval round added or lifted the memory: the searched words its text holds (empty
+    #: when it matched them only in its indexed context).
+    second_round: tuple[ExpansionTerm, ...] | None = None
 
     @cached_property
     def snippet(self) -> str:
@@ -112,7 +120,13 @@ class Hit:
 
     def explain(self) -> str:
         """The score in words."""
-        text = f"bm25 {self.bm25:.3f} -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
+        text = f"bm25 {self.bm25:.3f}"
+        if self.coverage is not None and self.coverage.factor < 1.0:
+            text += f" ({self.coverage.describe()})"
+        text += f" -> relevance {self.relevance:.3f}; retention score {self.retention:.3f}; final {self.score:.3f}"
+        if self.second_round is not None:
+            through = ", ".join(t.describe() for t in self.second_round) or "a word of the best hits, in its indexed context"
+            text += f" (found in the second round through {through})"
         if self.fused:
             place = f"vector rank {self.vector_rank}" if self.vector_rank is not None else "not among the nearest vectors"
             text += f" (relevance fused from bm25 and embeddings; {place}"

@@ -6,10 +6,13 @@ Search ranks in five stages, each a function below, with their constants in
 1. **candidates** (:meth:`SearchRepository._candidates`): bm25 over FTS5, all query terms first, widened to the
    rarer terms and then to any term only when that finds too little. How many memories each term matches
    (:meth:`SearchRepository._match_counts`, one statement) picks the plan (:func:`plan_query`): a stage that
-   cannot find enough is not run at all;
+   cannot find enough is not run at all. Each candidate's bm25 is then scaled by its **term coverage**, the share
+   of the query's terms its own text holds (:mod:`memlens.storage.coverage`, ``coverage_weight``);
 2. **fusion** (:meth:`SearchRepository._fuse_vectors`, optional): with embeddings, the nearest stored vectors join
    the candidates and relevance becomes ``fusion_alpha * bm25 / best bm25 + (1 - fusion_alpha) * cosine`` (cosine
-   min-max normalised over the candidates): scores, not ranks, so bm25's spread survives;
+   min-max normalised over the candidates): scores, not ranks, so bm25's spread survives. Then, when
+   ``expansion_weight`` is above 0, a **second round** searches the rare words of the best hits and adds what it
+   finds below them (:mod:`memlens.storage.expansion`);
 3. **neighbours** (:meth:`SearchRepository._add_neighbours`): the memories recorded right after and right before a
    strong hit in its session join as context, with a share of its relevance;
 4. **session share** (:func:`add_session_share`): a memory gains a share of its session's summed relevance;
@@ -37,7 +40,10 @@ from memlens.config import SearchTuning
 from memlens.decay import DecayConfig
 from memlens.errors import InvalidInput, QueryError, StoreEnvironmentError
 from memlens.models import Memory, ts_from_dt
+from memlens.storage import coverage, expansion
 from memlens.storage.context import StoreContext, resolve_now
+from memlens.storage.coverage import TermCoverage
+from memlens.storage.expansion import ExpansionTerm
 from memlens.storage.filters import MemoryFilter, filter_sql
 from memlens.storage.results import FusionParts, Hit
 from memlens.storage.rows import M_COLUMNS, memories_from_cursor, memory_from_row
@@ -232,6 +238,9 @@ class SearchRepository:
         probe = _query_vector(query, embedder) if wants_vectors else None
         with self.ctx.read() as conn:
             rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
+            covered: dict[int, TermCoverage] = {}
+            if not raw:
+                rows, covered = coverage.apply(conn, rows, terms, tuning.coverage_weight)
             fused: dict[int, float] = {}
             vector_rank: dict[int, int] = {}
             parts: dict[int, FusionParts] = {}
@@ -240,6 +249,9 @@ class SearchRepository:
             if not rows:
                 return []
             found = initial_relevance(rows, fused)
+            through: dict[int, tuple[ExpansionTerm, ...]] = {}
+            if not raw and tuning.expansion_weight > 0:
+                through = self._second_round(conn, found, terms, where, params, pool, tuning)
             self._add_neighbours(conn, found, where, params, limit, tuning)
             add_session_share(found, rows, tuning)
             ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
@@ -261,9 +273,44 @@ class SearchRepository:
                     vector_rank.get(memory.id),
                     tuple(terms),  # the snippet is made when it is first read
                     fusion=parts.get(memory.id),
+                    coverage=covered.get(memory.id),
+                    second_round=expansion.found_through(through[memory.id], memory.content) if memory.id in through else None,
                 )
             )
         return hits
+
+    def _second_round(
+        self, conn: db.Connection, found: dict[int, Candidate], terms: list[QueryTerm], where: list[str], params: list[Any], pool: int, tuning: SearchTuning
+    ) -> dict[int, tuple[ExpansionTerm, ...]]:
+        """Search the rare words of the best hits (:mod:`memlens.storage.expansion`). What that finds joins ``found``
+        with ``expansion_weight`` of its bm25 normalised to the round's best; a candidate keeps the larger of its two
+        relevances, so the first round's best hit (1.0) is never passed. The words searched, by the id of each memory
+        the round added or lifted."""
+        ranked = [(c.row["id"], c.relevance) for c in sorted(found.values(), key=lambda c: (-c.relevance, c.row["id"]))]
+        rows, chosen = expansion.second_round(
+            conn,
+            ranked,
+            terms,
+            lambda text: self._fts_rows(conn, text, where, params, pool, False, tuning),
+            hits=tuning.expansion_hits,
+            max_terms=tuning.expansion_terms,
+            max_matches=tuning.expansion_max_matches,
+        )
+        if not rows:
+            return {}
+        best = min(row[-1] for row in rows)
+        raised: dict[int, tuple[ExpansionTerm, ...]] = {}
+        for row in rows:
+            share = tuning.expansion_weight * (row[-1] / best if best < 0 else 0.0)
+            known = found.get(row[0])
+            if known is None:
+                found[row[0]] = Candidate(_named(row[:-1]), 0.0, share)  # bm25 0.0: it did not match the query
+            elif share > known.relevance:
+                known.relevance = share
+            else:
+                continue
+            raised[row[0]] = tuple(chosen)
+        return raised
 
     def _memories(self, conn: db.Connection, ids: list[int]) -> dict[int, Memory]:
         """The memories with these ids, by id: the full rows of the hits that are returned."""
