@@ -207,7 +207,10 @@ def resolve(text: str, when: datetime) -> list[ResolvedDate]:
         if (pattern is en and not english) or (pattern is cn and not chinese):
             continue
         for match in pattern.finditer(text):
-            named = reader(match, today)
+            try:
+                named = reader(match, today)
+            except (OverflowError, ValueError):  # "tomorrow" on 31 December 9999: no such date
+                named = None
             if named is not None:
                 found.append(ResolvedDate(match.group(), match.start(), match.end(), named[0], named[1]))
     found.sort(key=lambda r: r.start)
@@ -242,7 +245,21 @@ def index_terms(text: str, when: datetime) -> str:
     return " ".join(words)
 
 
+def in_local_zone(when: datetime) -> datetime:
+    """``when`` in this machine's time zone, the zone a memory's words were written in; ``when`` itself at the edges
+    of the calendar, where the conversion overflows."""
+    try:
+        return when.astimezone()
+    except (OverflowError, OSError, ValueError):
+        return when
+
+
 def index_terms_at(text: str, created_at: float) -> str:
     """:func:`index_terms` for a memory written at ``created_at`` (UTC epoch seconds), read in this machine's time
-    zone: what ``memories.index_dates`` stores."""
-    return index_terms(text, datetime.fromtimestamp(created_at, tz=timezone.utc).astimezone())
+    zone: what ``memories.index_dates`` stores. Empty for a time no calendar date stands for (an imported file may
+    hold any number)."""
+    try:
+        when = datetime.fromtimestamp(created_at, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return index_terms(text, in_local_zone(when))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from memlens.dates import resolve
+from memlens.dates import in_local_zone, resolve
 from memlens.decay import strength
 from memlens.errors import NotFound
 from memlens.gui import format as fmt
@@ -153,7 +153,7 @@ def _written_note(entry: AuditEntry) -> str:
 def grounded_dates_html(memory: Memory) -> str:
     """The relative time expressions of a memory's text and the dates they name, counted from when it was written
     (as search indexes them): ``“yesterday” → Wed 1 Feb 2023``, one a line; empty when there are none."""
-    found = resolve(memory.content, memory.created_at.astimezone())
+    found = resolve(memory.content, in_local_zone(memory.created_at))
     return "<br>".join(f"“{html.escape(r.phrase)}” → {html.escape(r.describe())}" for r in found)
 
 

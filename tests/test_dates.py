@@ -96,3 +96,12 @@ def test_the_detail_pane_shows_what_each_expression_names(qtbot, store: MemorySt
     plain = store.remember("nothing dated here", now=WRITTEN)
     pane.show_data(load_detail(store, plain.id, WRITTEN + timedelta(days=1)))
     assert "→" not in pane.browser.toPlainText()
+
+
+@pytest.mark.parametrize("ts", [-62135596800.0, 253402300799.0, 1e18, -1e18, float("nan"), float("inf")])
+def test_times_at_the_edges_of_the_calendar_give_no_date_words_rather_than_an_error(ts: float):
+    # Found by tests/test_hostile_input.py: an imported file may date a memory 9999-12-31, and "tomorrow" overflowed.
+    from memlens.dates import index_terms_at
+
+    index_terms_at("see you tomorrow, next year, 明天", ts)
+
