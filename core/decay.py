@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -335,6 +335,24 @@ def composite_score_at(
         + config.weight_semantic * parts["semantic"]
     )
     return score / total if total > 0 else 0.0
+
+
+def retention_scorer(config: DecayConfig, now: float) -> Callable[[float, float, int, float], float]:
+    """:func:`composite_score_at` at ``now`` as a function of ``(importance, last_accessed, access_count,
+    semantic)``, giving exactly the same floats: the configuration is read once instead of once a call (search
+    scores fifty candidates a query)."""
+    half_life = config.recency_half_life_hours
+    w_recency, w_frequency, w_importance, w_semantic = config.weight_recency, config.weight_frequency, config.weight_importance, config.weight_semantic
+    total = w_recency + w_frequency + w_importance + w_semantic
+
+    def score(importance: float, last_accessed: float, access_count: int, semantic: float) -> float:
+        # The same operations in the same order as composite_parts and composite_score_at.
+        recency = 0.5 ** ((max(0.0, now - last_accessed) / 3600.0) / half_life)
+        frequency = 1.0 - math.exp(-max(0, access_count) / 8.0)
+        value = w_recency * recency + w_frequency * frequency + w_importance * min(1.0, max(0.0, importance)) + w_semantic * semantic
+        return value / total if total > 0 else 0.0
+
+    return score
 
 
 def half_life_text(rate_per_hour: float) -> str:

@@ -70,3 +70,18 @@ def test_coverage_matches_terms_as_snippets_highlight_them(text):
     )
     for term in query_terms(words):
         assert holds(term)(folded(text)) == bool(highlight_spans(text, [term])), term
+
+
+def test_texts_folded_together_fold_as_each_alone():
+    """FoldedTexts folds a search's new texts in one call: the result must be each text's own folding, also where
+    lower-casing or NFD look at neighbouring characters (a final sigma, combining marks at a text's edges)."""
+    from memlens.storage.coverage import FoldedTexts
+
+    texts = [
+        "ΟΔΟΣ", "Σ", "ΑΣ\u0301", "\u0301leading mark", "trailing mark e\u0301", "İstanbul İ", "Café crème…", "plain ascii",
+        "a\x00text holding the separator", "ﬁ ligature Ⅻ", "", "数据库密码", "👩‍👩‍👧 🎉",
+    ]  # fmt: skip
+    folds = FoldedTexts(budget=60)  # small: it starts afresh on the way
+    for _ in range(3):
+        assert folds.fold(texts) == [folded(t) for t in texts]
+        assert folds.fold(texts[::-1]) == [folded(t) for t in texts[::-1]]

@@ -238,15 +238,54 @@ def test_the_plan_leaves_out_only_stages_that_cannot_find_enough():
     assert plan_query(terms[:1], [], 10, tuning) == [match_expression(terms[:1], "AND")]
 
 
-def test_a_search_runs_few_statements(generated):
-    store, _texts = generated
+def _statements(store: MemoryStore, query: str) -> list[str]:
+    """The statements one search issues (not the ones FTS5 runs inside them, nor its reads of its own tables)."""
     seen: list[str] = []
-    store.conn.set_trace_callback(lambda sql: seen.append(sql) if "memory_fts" in sql and not sql.startswith("--") else None)
+    store.conn.set_trace_callback(lambda sql: seen.append(sql) if not sql.startswith("--") and "'memory_fts_" not in sql else None)
     try:
-        store.search("staging password friday rotates", now=NOW)  # rare terms: the counts, then OR over all
+        store.search(query, now=NOW)
     finally:
         store.conn.set_trace_callback(None)
-    assert len(seen) == 2, seen  # stage 1; before, 2 statements per query run plus a probe per term: 8 here
+    return seen
+
+
+def _counted(store: MemoryStore, query: str) -> bool:
+    """Whether a search counted its terms' matches."""
+    return any("count(*)" in sql for sql in _statements(store, query))
+
+
+def test_a_search_runs_few_statements(generated):
+    store, _texts = generated
+    query = "staging zebracorn quasarplinth"  # words asked nowhere else here: the counts, then OR over all
+    first = _statements(store, query)
+    stage_1 = [sql for sql in first if "memory_fts" in sql]
+    # The terms' counts, then stage 1 with the candidates' whole rows: no further read for coverage or the returned
+    # hits (only the neighbours' own statements). Before, 2 statements per query run plus a probe per term: 8 here.
+    assert len(stage_1) == 2 and "count(*)" in stage_1[0], first
+    assert first[0] == "PRAGMA data_version" and not [sql for sql in first if " IN (" in sql], first
+    again = [sql for sql in _statements(store, query) if "memory_fts" in sql]
+    assert len(again) == 1 and "count(*)" not in again[0], again  # the counts were kept
+
+
+def test_kept_counts_follow_other_writers(tmp_path: Path):
+    """Term counts are kept between searches until the store changes, through this connection or another
+    process's: a word that became common changes the plan exactly as in a store opened afresh."""
+    path = tmp_path / "counts.db"
+    tuning = {"search": {"common_term_matches": 5}}
+    with MemoryStore.open(path) as writer:
+        writer.configure(tuning, now=NOW)
+        writer.remember_many([{"content": f"the rotor {i} was balanced"} for i in range(4)] + [{"content": "the rotor and the gearbox"}], now=EPOCH)
+        with MemoryStore.open(path, readonly=True) as reader:
+            query = "rotor gearbox"
+            reader.search(query, now=NOW)
+            assert _counted(reader, query) is False  # counts kept
+            writer.remember_many([{"content": f"rotor spare part {i}"} for i in range(10)], now=EPOCH)  # "rotor" is common now
+            assert _counted(reader, query) is True  # the other connection's commit: counted again
+            assert _signature(reader.search(query, now=NOW)) == _signature(ReferenceSearch(reader.ctx).search(query, MemoryFilter(), now=NOW))
+        writer.search(query, now=NOW)
+        writer.remember("rotor gearbox rotor", now=EPOCH)
+        assert _counted(writer, query) is True  # its own write: counted again
+        assert _signature(writer.search(query, now=NOW)) == _signature(ReferenceSearch(writer.ctx).search(query, MemoryFilter(), now=NOW))
 
 
 # --- the stored text importance -----------------------------------------------------------------------------------
@@ -315,3 +354,19 @@ def test_a_row_without_a_stored_value_is_ranked_from_its_text(tmp_path: Path, t0
         before = store.search("password protocol", now=t0 + timedelta(days=3))
         store.conn.execute("UPDATE memories SET text_importance = NULL")
         _same(store.search("password protocol", now=t0 + timedelta(days=3)), before)
+
+
+def test_the_retention_scorer_gives_the_composite_score_exactly():
+    """Search scores candidates with decay.retention_scorer; it must give composite_score_at's floats exactly."""
+    import random
+
+    rng = random.Random(5)
+    for config in (decay.DecayConfig(), decay.DecayConfig(weight_semantic=0.0, recency_half_life_hours=3.5)):
+        now = 1_700_000_000.0
+        score = decay.retention_scorer(config, now)
+        for _ in range(2000):
+            importance, accessed, count, semantic = rng.random(), now - rng.random() * 1e7, rng.randrange(0, 50), rng.choice((0.5, 0.8, 0.9, rng.random()))
+            expected = decay.composite_score_at(
+                content="", importance=importance, last_accessed=accessed, access_count=count, now=now, config=config, semantic=semantic
+            )
+            assert score(importance, accessed, count, semantic) == expected

@@ -9,7 +9,8 @@ tags) holds, matched as snippets highlight them (accent-insensitive, loosely ste
 context or grounded dates hold does not count: a memory found only through the turn before it ranks below one that
 says the words itself, and is still found.
 
-One read of the candidates' texts per search (at most ``candidate_pool`` rows by id, :data:`TEXT_CHARS` each).
+The texts come with the candidate rows (search reads each candidate's whole row once); only the first
+:data:`TEXT_CHARS` characters of a text are looked at.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memlens import db
 from memlens.text import QueryTerm, fold
 
 #: Characters of a memory's text read for its terms: beyond them a long memory counts as not holding a term, which
@@ -44,21 +44,35 @@ class TermCoverage:
 
 
 def apply(
-    conn: db.Connection, rows: list[tuple[Any, ...]], terms: Sequence[QueryTerm], weight: float
+    rows: list[tuple[Any, ...]],
+    terms: Sequence[QueryTerm],
+    weight: float,
+    text_of: Callable[[tuple[Any, ...]], str],
+    folds: FoldedTexts | None = None,
 ) -> tuple[list[tuple[Any, ...]], dict[int, TermCoverage]]:
     """The candidate ``rows`` (id first, bm25 last) with each bm25 scaled by the memory's coverage of ``terms``,
-    best first again (ties to the lower id), and each candidate's :class:`TermCoverage` by id. Unchanged when the
+    best first again (ties to the lower id), and each candidate's :class:`TermCoverage` by id. ``text_of(row)`` is
+    the memory's own text (:func:`own_text`); ``folds`` keeps folded texts between searches. Unchanged when the
     query has fewer than two terms (every match holds all of it) or ``weight`` is 0."""
     if weight <= 0.0 or len(terms) < 2 or not rows:
         return rows, {}
-    texts = _texts(conn, [row[0] for row in rows])
-    tests = [holds(term) for term in terms]
+    tests = [needles(term) for term in terms]
     asked = len(terms)
+    texts = (folds or FoldedTexts()).fold([text_of(row) for row in rows])
     coverage: dict[int, TermCoverage] = {}
     scaled: list[tuple[Any, ...]] = []
-    for row in rows:
-        text = folded(texts.get(row[0], ""))
-        held = sum(1 for test in tests if test(text))
+    for row, text in zip(rows, texts, strict=True):
+        # held = sum(holds(term)(text) for term in terms), inline: fifty candidates and a few terms a search.
+        held = 0
+        for wanted, word_start in tests:
+            for needle in wanted:
+                at = text.find(needle)
+                if at != -1 and word_start:
+                    while at > 0 and text[at - 1].isalnum():
+                        at = text.find(needle, at + 1)
+                if at != -1:
+                    held += 1
+                    break
         factor = 1.0 - weight + weight * held / asked
         coverage[row[0]] = TermCoverage(held, asked, factor, row[-1])
         scaled.append((*row[:-1], row[-1] * factor))
@@ -66,10 +80,10 @@ def apply(
     return scaled, coverage
 
 
-def _texts(conn: db.Connection, ids: list[int]) -> dict[int, str]:
-    """Each memory's title, text (its first :data:`TEXT_CHARS` characters) and tags, by id."""
-    sql = f"SELECT id, title || char(10) || substr(content, 1, {TEXT_CHARS}) || char(10) || tags FROM memories WHERE id IN ({{marks}})"
-    return {int(r[0]): str(r[1]) for r in db.select_in(conn, sql, ids)}
+def own_text(title: str, content: str, tags: str) -> str:
+    """What coverage looks for terms in: a memory's title, its text's first :data:`TEXT_CHARS` characters and its
+    tags (as stored, JSON), a line each."""
+    return f"{title}\n{content[:TEXT_CHARS]}\n{tags}"
 
 
 # Matching as snippets highlight (memlens.text.highlight_spans: accent-insensitive, loosely stemmed), but only asking
@@ -88,25 +102,69 @@ def folded(text: str) -> str:
     return lowered if lowered.isascii() else _COMBINING.sub("", unicodedata.normalize("NFD", lowered))
 
 
-def holds(term: QueryTerm) -> Callable[[str], bool]:
-    """A test of whether a :func:`folded` text holds ``term``: a CJK phrase or a symbol as a substring (any of an
-    emoji run's symbols), a word as a word starting with its loose stem."""
-    if term.symbols:
-        needles = list(term.text)
-        return lambda text: any(n in text for n in needles)
-    if term.cjk:
-        needle = fold(term.text)
-        return lambda text: needle in text
-    word = fold(term.text)
-    stem = next((word[: -len(s)] for s in _SUFFIXES if word.endswith(s) and len(word) - len(s) >= 3), word)
+#: What joins texts folded together: a control character, which no folding step changes or carries context across
+#: (lower-casing's final-sigma rule and NFD's reordering of combining marks both stop at it).
+_JOIN = "\x00"
 
-    def starts_a_word(text: str) -> bool:
-        # str.find, not a regex with a look-behind: the look-behind is tried at every character (0.6 ms a search).
-        at = text.find(stem)
-        while at != -1:
-            if at == 0 or not text[at - 1].isalnum():
+
+class FoldedTexts:
+    """Memories' texts :func:`folded`, kept between searches by the text itself: a text another process changed
+    is simply a new key, so what is kept can never be stale. Folding costs more than the rest of term coverage
+    (lower-casing a text that is not pure ASCII goes character by character; a truncated title's "…" is enough),
+    and the best candidates of one query are the candidates of the next ones. At most :attr:`budget` characters
+    of texts are kept; then it starts afresh."""
+
+    def __init__(self, budget: int = 2_000_000) -> None:
+        self.budget = budget
+        self._folded: dict[str, str] = {}
+        self._chars = 0
+
+    def fold(self, texts: list[str]) -> list[str]:
+        """Each of ``texts`` folded, in order."""
+        known = self._folded
+        missing = [text for text in dict.fromkeys(texts) if text not in known]
+        if missing:
+            joined = _JOIN.join(missing)
+            # One call for all: folding's fixed cost per call is most of a short text's. A text holding the
+            # separator itself is folded on its own.
+            parts = folded(joined).split(_JOIN) if joined.count(_JOIN) == len(missing) - 1 else [folded(text) for text in missing]
+            if len(parts) != len(missing):  # folding made a separator (it cannot, but never guess)
+                parts = [folded(text) for text in missing]
+            fresh = dict(zip(missing, parts, strict=True))
+            result = [fresh[text] if text in fresh else known[text] for text in texts]
+            size = sum(map(len, missing))
+            if self._chars + size > self.budget:
+                known.clear()
+                self._chars = 0
+            known.update(fresh)
+            self._chars += size
+            return result
+        return [known[text] for text in texts]
+
+
+def needles(term: QueryTerm) -> tuple[tuple[str, ...], bool]:
+    """What a :func:`folded` text holding ``term`` contains, and whether it must start a word there: a CJK phrase
+    or a symbol as a substring (any of an emoji run's symbols), a word as a word starting with its loose stem."""
+    if term.symbols:
+        return tuple(term.text), False
+    if term.cjk:
+        return (fold(term.text),), False
+    word = fold(term.text)
+    return (next((word[: -len(s)] for s in _SUFFIXES if word.endswith(s) and len(word) - len(s) >= 3), word),), True
+
+
+def holds(term: QueryTerm) -> Callable[[str], bool]:
+    """A test of whether a :func:`folded` text holds ``term`` (see :func:`needles`)."""
+    wanted, word_start = needles(term)
+
+    def test(text: str) -> bool:
+        for needle in wanted:
+            # str.find, not a regex with a look-behind: the look-behind is tried at every character (0.6 ms a search).
+            at = text.find(needle)
+            while word_start and at > 0 and text[at - 1].isalnum():
+                at = text.find(needle, at + 1)
+            if at != -1:
                 return True
-            at = text.find(stem, at + 1)
         return False
 
-    return starts_a_word
+    return test

@@ -30,8 +30,8 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ from memlens.storage.coverage import TermCoverage
 from memlens.storage.expansion import ExpansionTerm
 from memlens.storage.filters import MemoryFilter, filter_sql
 from memlens.storage.results import FusionParts, Hit
-from memlens.storage.rows import M_COLUMNS, memories_from_cursor, memory_from_row
+from memlens.storage.rows import M_COLUMNS, MEMORY_FIELDS, memories_from_cursor, memory_from_row
 from memlens.storage.validation import LAYERS, check_count, check_tags
 from memlens.text import QueryTerm, clean_text, match_expression, query_terms
 
@@ -79,35 +79,44 @@ ID_SORTABLE: dict[str, str] = {
 }
 #: Stored vectors read per pass of the nearest-vector scan: about 30 MB of float32 at 384 dimensions.
 _VECTOR_CHUNK = 20_000
-#: The columns of a search candidate: what ranking reads. The returned hits' full rows are read at the end (a
-#: memory's text and metadata cost more to read than ranking them does). ``text_importance`` is retention's text part.
-CANDIDATE_FIELDS: tuple[str, ...] = (
-    "id", "session_id", "created_at", "importance", "last_accessed_at", "access_count", "tags", "source_confidence", "text_importance",
-)  # fmt: skip
+#: The columns of a search candidate: the memory's own (:data:`MEMORY_FIELDS`, so a returned hit needs no second
+#: read and term coverage reads the text from the same row) and ``text_importance``, retention's text part.
+CANDIDATE_FIELDS: tuple[str, ...] = (*MEMORY_FIELDS, "text_importance")
 #: What a candidate column reads in a store from before the column (an older store opened read-only).
 _MISSING_COLUMN = {"text_importance": "ml_text_importance(m.content)", "source_confidence": "1.0"}
+#: The most term counts a store's search keeps between searches.
+_KEPT_COUNTS = 20_000
+#: Where ranking finds its values in a candidate row (a plain tuple: reading by index costs less than building a
+#: mapping for each of fifty candidates per search). The row's bm25 comes after the last field.
+_ID, _TITLE, _CONTENT, _SESSION, _CREATED, _IMPORTANCE, _ACCESSED, _ACCESSES, _TAGS, _CONFIDENCE, _TEXT_IMPORTANCE = (
+    CANDIDATE_FIELDS.index(name)
+    for name in (
+        "id", "title", "content", "session_id", "created_at", "importance", "last_accessed_at", "access_count", "tags", "source_confidence",
+        "text_importance",
+    )
+)  # fmt: skip
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
-    """A memory competing for a place in the results: its candidate row by column name
-    (:data:`CANDIDATE_FIELDS`), its bm25 (0.0 when it came from vectors or as a neighbour; lower is better) and its
-    relevance so far (1.0 for the best)."""
+    """A memory competing for a place in the results: its candidate row (:data:`CANDIDATE_FIELDS`, without the
+    bm25), its bm25 (0.0 when it came from vectors or as a neighbour; lower is better) and its relevance so far
+    (1.0 for the best)."""
 
-    row: Mapping[str, Any]
+    row: tuple[Any, ...]
     bm25: float
     relevance: float
+    #: What the memory is a passage of: its session, or itself when it has none.
+    document: tuple[str, Any] = field(init=False)
 
-    @property
-    def document(self) -> tuple[str, Any]:
-        """What the memory is a passage of: its session, or itself when it has none."""
-        session = self.row["session_id"]
-        return ("s", session) if session is not None else ("m", self.row["id"])
+    def __post_init__(self) -> None:
+        session = self.row[_SESSION]
+        self.document = ("s", session) if session is not None else ("m", self.row[_ID])
 
 
-def _named(row: Iterable[Any]) -> dict[str, Any]:
-    """A candidate row (:data:`CANDIDATE_FIELDS`) by column name."""
-    return dict(zip(CANDIDATE_FIELDS, row, strict=False))
+def _own_text(row: tuple[Any, ...]) -> str:
+    """A candidate row's own text, where term coverage looks for the query's terms."""
+    return coverage.own_text(row[_TITLE], row[_CONTENT], row[_TAGS])
 
 
 def _and(where: list[str]) -> str:
@@ -125,6 +134,10 @@ class SearchRepository:
     def __init__(self, ctx: StoreContext) -> None:
         self.ctx = ctx
         self._columns: str | None = None
+        # Kept between searches (see _match_counts and memlens.storage.coverage.FoldedTexts).
+        self._counts: dict[str, tuple[int, int]] = {}
+        self._counts_as_of: tuple[int, int] | None = None
+        self._folds = coverage.FoldedTexts()
 
     def _candidate_columns(self, conn: db.Connection) -> str:
         """The select list of :data:`CANDIDATE_FIELDS` over ``memories m``. The text importance is computed from
@@ -134,7 +147,7 @@ class SearchRepository:
             have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
             columns = [f"m.{name}" if name in have else f"{_MISSING_COLUMN[name]} AS {name}" for name in CANDIDATE_FIELDS]
             if "text_importance" in have:
-                columns[CANDIDATE_FIELDS.index("text_importance")] = "COALESCE(m.text_importance, ml_text_importance(m.content)) AS text_importance"
+                columns[_TEXT_IMPORTANCE] = "COALESCE(m.text_importance, ml_text_importance(m.content)) AS text_importance"
             self._columns = ", ".join(columns)
         return self._columns
 
@@ -240,7 +253,7 @@ class SearchRepository:
             rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
             covered: dict[int, TermCoverage] = {}
             if not raw:
-                rows, covered = coverage.apply(conn, rows, terms, tuning.coverage_weight)
+                rows, covered = coverage.apply(rows, terms, tuning.coverage_weight, _own_text, self._folds)
             fused: dict[int, float] = {}
             vector_rank: dict[int, int] = {}
             parts: dict[int, FusionParts] = {}
@@ -255,12 +268,10 @@ class SearchRepository:
             self._add_neighbours(conn, found, where, params, limit, tuning)
             add_session_share(found, rows, tuning)
             ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
-            shown = self._memories(conn, [candidate.row["id"] for _score, candidate, _retention, _penalty in ranked])
         hits: list[Hit] = []
         for score, candidate, retention, penalty in ranked:
-            memory = shown.get(candidate.row["id"])
-            if memory is None:
-                continue  # forgotten by another process between the statements
+            # Every candidate row holds the memory's own columns: the returned hits need no second read.
+            memory = memory_from_row(candidate.row)
             hits.append(
                 Hit(
                     memory,
@@ -286,7 +297,7 @@ class SearchRepository:
         with ``expansion_weight`` of its bm25 normalised to the round's best; a candidate keeps the larger of its two
         relevances, so the first round's best hit (1.0) is never passed. The words searched, by the id of each memory
         the round added or lifted."""
-        ranked = [(c.row["id"], c.relevance) for c in sorted(found.values(), key=lambda c: (-c.relevance, c.row["id"]))]
+        ranked = [(c.row[_ID], c.relevance) for c in sorted(found.values(), key=lambda c: (-c.relevance, c.row[_ID]))]
         rows, chosen = expansion.second_round(
             conn,
             ranked,
@@ -304,18 +315,13 @@ class SearchRepository:
             share = tuning.expansion_weight * (row[-1] / best if best < 0 else 0.0)
             known = found.get(row[0])
             if known is None:
-                found[row[0]] = Candidate(_named(row[:-1]), 0.0, share)  # bm25 0.0: it did not match the query
+                found[row[0]] = Candidate(row, 0.0, share)  # bm25 0.0: it did not match the query
             elif share > known.relevance:
                 known.relevance = share
             else:
                 continue
             raised[row[0]] = tuple(chosen)
         return raised
-
-    def _memories(self, conn: db.Connection, ids: list[int]) -> dict[int, Memory]:
-        """The memories with these ids, by id: the full rows of the hits that are returned."""
-        rows = db.select_in(conn, f"SELECT {M_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids)
-        return {memory.id: memory for memory in map(memory_from_row, rows)}
 
     # stage 1: candidates ---------------------------------------------------------------------------------------
 
@@ -348,22 +354,45 @@ class SearchRepository:
         return rows
 
     def _match_counts(self, conn: db.Connection, terms: list[QueryTerm], cap: int) -> list[int]:
-        """How many memories (any version, before filters) each term matches, counted up to ``cap``: one statement.
+        """How many memories (any version, before filters) each term matches, counted up to ``cap``: at most one
+        statement, none when every term was counted since the store last changed.
 
         FTS5 parses each term itself (stems, phrases, CJK prefixes), so a count is exact below the cap. Counting
         stops at the cap: a common word costs the same as the old "has it more than N matches" probe. (fts5vocab
         was measured and left: its count for a term reads the term's whole doclist, 10 ms for a common word at
         200k, and looking a query word up in it needs FTS5's stemmer, which a read-only connection cannot reach.)
+
+        The counts are kept until the store changes: ``PRAGMA data_version`` moves when another connection (this
+        process's or another's) commits, ``total_changes`` when this one writes, committed or not. Counting is a
+        third of a search's SQL on a small store, and the words of one query come back in the next ones.
         """
-        one = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
-        sql = "SELECT " + ", ".join([one] * len(terms))
-        args: list[Any] = []
-        for term in terms:
-            args += [term.fts(), cap]
-        try:
-            return list(conn.execute(sql, args).fetchone())
-        except db.sqlite.OperationalError as exc:
-            raise db.classify(exc, self.ctx.path) from exc
+        as_of = (int(conn.execute("PRAGMA data_version").fetchone()[0]), conn.total_changes)
+        if as_of != self._counts_as_of or len(self._counts) > _KEPT_COUNTS:
+            self._counts.clear()
+            self._counts_as_of = as_of
+        kept = self._counts
+        asked = [term.fts() for term in terms]
+        counts: dict[str, int] = {}
+        for expression in asked:
+            count, counted_to = kept.get(expression, (0, 0))
+            # A kept count below the cap it was counted to is exact; one at that cap says "at least that many".
+            if count < counted_to or 0 < cap <= counted_to:
+                counts[expression] = min(count, cap)
+        missing = list(dict.fromkeys(e for e in asked if e not in counts))
+        if missing:
+            one = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
+            sql = "SELECT " + ", ".join([one] * len(missing))
+            args: list[Any] = []
+            for expression in missing:
+                args += [expression, cap]
+            try:
+                found = conn.execute(sql, args).fetchone()
+            except db.sqlite.OperationalError as exc:
+                raise db.classify(exc, self.ctx.path) from exc
+            for expression, count in zip(missing, found, strict=True):
+                counts[expression] = int(count)
+                kept[expression] = (int(count), cap)
+        return [counts[e] for e in asked]
 
     def _fts_rows(
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
@@ -530,20 +559,20 @@ class SearchRepository:
         # The best hits and their relevance as they are now: a share given below must not feed further shares.
         best = [(c.row, c.relevance) for c in sorted(found.values(), key=lambda c: -c.relevance)[: min(limit, tuning.candidate_pool)]]
         for row, relevance in best:
-            session = row["session_id"]
+            session = row[_SESSION]
             if session is None or relevance <= 0.0:
                 continue
             for op, order, share in steps:
                 neighbour = conn.execute(
                     f"SELECT {columns} FROM memories m WHERE m.session_id = ? AND (m.created_at, m.id) {op} (?, ?)"
                     f"{filters} ORDER BY m.created_at {order}, m.id {order} LIMIT 1",
-                    [session, row["created_at"], row["id"], *params],
+                    [session, row[_CREATED], row[_ID], *params],
                 ).fetchone()
                 if neighbour is None:
                     continue
                 known = found.get(neighbour[0])
                 if known is None:
-                    found[neighbour[0]] = Candidate(_named(neighbour), 0.0, share * relevance)
+                    found[neighbour[0]] = Candidate(tuple(neighbour), 0.0, share * relevance)
                 elif share * relevance > known.relevance:
                     known.relevance = share * relevance
 
@@ -586,7 +615,7 @@ def initial_relevance(rows: list[tuple[Any, ...]], fused: dict[int, float]) -> d
     for row in rows:
         bm25 = row[-1]
         relevance = fused[row[0]] if fused else bm25 / best if best < 0 else 0.0
-        found[row[0]] = Candidate(_named(row[:-1]), bm25, relevance)
+        found[row[0]] = Candidate(row, bm25, relevance)
     return found
 
 
@@ -630,29 +659,23 @@ def blend_retention(
     ranked: list[tuple[float, float, int, Candidate, float, float]] = []
     kth_best = -math.inf
     best_scores: list[float] = []  # a min-heap of the `limit` best scores so far
+    # The composite score from the candidate row's numbers; the text part comes stored (or computed in SQL) as
+    # text_importance, so no candidate's text is read here.
+    retention_of = decay.retention_scorer(config, now)
     for candidate in sorted(found.values(), key=lambda c: -c.relevance):
         relevance, row = candidate.relevance, candidate.row
         if (1.0 - bias) * relevance + bias < kth_best:
             break  # even a perfect retention score could not lift this one (or any after it) into the results
-        # Scored from the candidate row; only the returned hits are read in full and become Memory objects.
-        retention = decay.composite_score_at(
-            content="",  # not read: the text part comes stored (or computed in SQL) as text_importance
-            importance=row["importance"],
-            last_accessed=row["last_accessed_at"],
-            access_count=row["access_count"],
-            now=now,
-            config=config,
-            semantic=row["text_importance"],
-        )
+        retention = retention_of(row[_IMPORTANCE], row[_ACCESSED], row[_ACCESSES], row[_TEXT_IMPORTANCE])
         score = (1.0 - bias) * relevance + bias * retention
         # Only a resolved conflict lowers source_confidence under 0.5 (every origin starts at 0.7 or more): the
         # side it went against ranks below the side that won, and is still found (history, core/conflicts.py).
-        score *= min(1.0, row["source_confidence"] / 0.5)
+        score *= min(1.0, row[_CONFIDENCE] / 0.5)
         penalty = 0.0
-        if context and not context.intersection(json.loads(row["tags"])):
+        if context and not context.intersection(json.loads(row[_TAGS])):
             penalty = (1.0 - tuning.context_factor) * score
             score -= penalty
-        ranked.append((score, candidate.bm25, row["id"], candidate, retention, penalty))
+        ranked.append((score, candidate.bm25, row[_ID], candidate, retention, penalty))
         heapq.heappush(best_scores, score)
         if len(best_scores) > limit:
             heapq.heappop(best_scores)
