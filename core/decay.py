@@ -346,10 +346,13 @@ def retention_scorer(config: DecayConfig, now: float) -> Callable[[float, float,
     total = w_recency + w_frequency + w_importance + w_semantic
 
     def score(importance: float, last_accessed: float, access_count: int, semantic: float) -> float:
-        # The same operations in the same order as composite_parts and composite_score_at.
-        recency = 0.5 ** ((max(0.0, now - last_accessed) / 3600.0) / half_life)
-        frequency = 1.0 - math.exp(-max(0, access_count) / 8.0)
-        value = w_recency * recency + w_frequency * frequency + w_importance * min(1.0, max(0.0, importance)) + w_semantic * semantic
+        # The same operations in the same order as composite_parts and composite_score_at; `x if x > 0.0 else 0.0`
+        # is max(0.0, x) (and `x if x < 1.0 else 1.0` min(1.0, x)) without the call, for NaN too.
+        age = now - last_accessed
+        recency = 0.5 ** (((age if age > 0.0 else 0.0) / 3600.0) / half_life)
+        frequency = 1.0 - math.exp(-(access_count if access_count > 0 else 0) / 8.0)
+        importance = importance if importance > 0.0 else 0.0
+        value = w_recency * recency + w_frequency * frequency + w_importance * (importance if importance < 1.0 else 1.0) + w_semantic * semantic
         return value / total if total > 0 else 0.0
 
     return score

@@ -73,15 +73,19 @@ def test_coverage_matches_terms_as_snippets_highlight_them(text):
 
 
 def test_texts_folded_together_fold_as_each_alone():
-    """FoldedTexts folds a search's new texts in one call: the result must be each text's own folding, also where
-    lower-casing or NFD look at neighbouring characters (a final sigma, combining marks at a text's edges)."""
-    from memlens.storage.coverage import FoldedTexts
+    """FoldedTexts folds a search's new texts in one call and keeps them by memory id: the result must be each
+    text's own folding, also where lower-casing or NFD look at neighbouring characters (a final sigma, combining
+    marks at a text's edges), and a memory whose text changed is folded afresh."""
+    from memlens.storage.coverage import FoldedTexts, own_text
 
     texts = [
         "ΟΔΟΣ", "Σ", "ΑΣ\u0301", "\u0301leading mark", "trailing mark e\u0301", "İstanbul İ", "Café crème…", "plain ascii",
         "a\x00text holding the separator", "ﬁ ligature Ⅻ", "", "数据库密码", "👩‍👩‍👧 🎉",
     ]  # fmt: skip
-    folds = FoldedTexts(budget=60)  # small: it starts afresh on the way
+    rows = [(i, t[:3], t, '["Σ"]' if i % 2 else "[]") for i, t in enumerate(texts)]
+    folds = FoldedTexts(budget=200)  # small: it starts afresh on the way
     for _ in range(3):
-        assert folds.fold(texts) == [folded(t) for t in texts]
-        assert folds.fold(texts[::-1]) == [folded(t) for t in texts[::-1]]
+        for batch in (rows, rows[::-1], rows[2:5]):
+            assert folds.fold(batch, (1, 2, 3)) == [folded(own_text(*row[1:])) for row in batch]
+    changed = [(i, title, content + " ΣΑΣ", tags) for i, title, content, tags in rows]
+    assert folds.fold(changed, (1, 2, 3)) == [folded(own_text(*row[1:])) for row in changed]

@@ -370,3 +370,23 @@ def test_the_retention_scorer_gives_the_composite_score_exactly():
                 content="", importance=importance, last_accessed=accessed, access_count=count, now=now, config=config, semantic=semantic
             )
             assert score(importance, accessed, count, semantic) == expected
+
+
+def test_a_hit_makes_its_memory_when_first_read(generated):
+    """Hits come from the candidates' rows and make their Memory on first use: it is the stored memory, made once,
+    and a hit compares, prints and pickles as one made with it."""
+    import pickle
+
+    store, _texts = generated
+    hits = store.search("password protocol", now=NOW)
+    assert hits and all("memory" not in vars(h) for h in hits)
+    for hit in hits:
+        assert hit.memory == store.get(hit.memory.id) and hit.memory is hit.memory
+        eager = Hit(hit.memory, hit.score, hit.relevance, hit.retention, hit.bm25, hit.context_penalty, hit.fused, hit.vector_rank, hit.terms,
+                    hit.fusion, hit.coverage, hit.second_round)  # fmt: skip
+        assert eager == hit and repr(eager) == repr(hit)
+        assert pickle.loads(pickle.dumps(hit)) == hit
+    with pytest.raises(AttributeError):
+        _ = hits[0].no_such_field  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="score"):
+        Hit.deferred(lambda: hits[0].memory, relevance=1.0)

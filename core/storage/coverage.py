@@ -43,23 +43,34 @@ class TermCoverage:
         return f"x{self.factor:.2f} of bm25 {self.bm25:.3f}: holds {self.held} of the query's {self.asked} terms"
 
 
+@dataclass
+class Coverage:
+    """What :func:`apply` found for a search's candidates: ``asked`` terms, and by memory id how many of them the
+    memory holds, its factor and its bm25 before the factor (a :class:`TermCoverage` is made only for the hits
+    returned: fifty candidates a search, ten hits)."""
+
+    asked: int
+    found: dict[int, tuple[int, float, float]]
+
+    def of(self, memory_id: int) -> TermCoverage | None:
+        """The memory's :class:`TermCoverage`, None when it was not a candidate here."""
+        entry = self.found.get(memory_id)
+        return None if entry is None else TermCoverage(entry[0], self.asked, entry[1], entry[2])
+
+
 def apply(
-    rows: list[tuple[Any, ...]],
-    terms: Sequence[QueryTerm],
-    weight: float,
-    text_of: Callable[[tuple[Any, ...]], str],
-    folds: FoldedTexts | None = None,
-) -> tuple[list[tuple[Any, ...]], dict[int, TermCoverage]]:
-    """The candidate ``rows`` (id first, bm25 last) with each bm25 scaled by the memory's coverage of ``terms``,
-    best first again (ties to the lower id), and each candidate's :class:`TermCoverage` by id. ``text_of(row)`` is
-    the memory's own text (:func:`own_text`); ``folds`` keeps folded texts between searches. Unchanged when the
-    query has fewer than two terms (every match holds all of it) or ``weight`` is 0."""
+    rows: list[tuple[Any, ...]], terms: Sequence[QueryTerm], weight: float, text_at: tuple[int, int, int], folds: FoldedTexts | None = None
+) -> tuple[list[tuple[Any, ...]], Coverage]:
+    """The candidate ``rows`` (id first, bm25 last; the memory's title, text and tags at the positions ``text_at``)
+    with each bm25 scaled by the memory's coverage of ``terms``, best first again (ties to the lower id), and what
+    coverage found. ``folds`` keeps folded texts between searches. Unchanged when the query has fewer than two
+    terms (every match holds all of it) or ``weight`` is 0."""
     if weight <= 0.0 or len(terms) < 2 or not rows:
-        return rows, {}
+        return rows, Coverage(len(terms), {})
     tests = [needles(term) for term in terms]
     asked = len(terms)
-    texts = (folds or FoldedTexts()).fold([text_of(row) for row in rows])
-    coverage: dict[int, TermCoverage] = {}
+    texts = (folds or FoldedTexts()).fold(rows, text_at)
+    found: dict[int, tuple[int, float, float]] = {}
     scaled: list[tuple[Any, ...]] = []
     for row, text in zip(rows, texts, strict=True):
         # held = sum(holds(term)(text) for term in terms), inline: fifty candidates and a few terms a search.
@@ -74,10 +85,11 @@ def apply(
                     held += 1
                     break
         factor = 1.0 - weight + weight * held / asked
-        coverage[row[0]] = TermCoverage(held, asked, factor, row[-1])
-        scaled.append((*row[:-1], row[-1] * factor))
+        bm25 = row[-1]
+        found[row[0]] = (held, factor, bm25)
+        scaled.append((*row[:-1], bm25 * factor))
     scaled.sort(key=lambda r: (r[-1], r[0]))
-    return scaled, coverage
+    return scaled, Coverage(asked, found)
 
 
 def own_text(title: str, content: str, tags: str) -> str:
@@ -108,38 +120,49 @@ _JOIN = "\x00"
 
 
 class FoldedTexts:
-    """Memories' texts :func:`folded`, kept between searches by the text itself: a text another process changed
-    is simply a new key, so what is kept can never be stale. Folding costs more than the rest of term coverage
+    """Memories' own texts (:func:`own_text`) :func:`folded`, kept between searches by memory id together with the
+    title, text and tags they were made from: a memory another process changed no longer equals what is kept and
+    is folded afresh, so what is kept is never stale. Folding costs more than the rest of term coverage
     (lower-casing a text that is not pure ASCII goes character by character; a truncated title's "…" is enough),
     and the best candidates of one query are the candidates of the next ones. At most :attr:`budget` characters
     of texts are kept; then it starts afresh."""
 
     def __init__(self, budget: int = 2_000_000) -> None:
         self.budget = budget
-        self._folded: dict[str, str] = {}
+        self._kept: dict[int, tuple[str, str, str, str]] = {}
         self._chars = 0
 
-    def fold(self, texts: list[str]) -> list[str]:
-        """Each of ``texts`` folded, in order."""
-        known = self._folded
-        missing = [text for text in dict.fromkeys(texts) if text not in known]
-        if missing:
-            joined = _JOIN.join(missing)
-            # One call for all: folding's fixed cost per call is most of a short text's. A text holding the
-            # separator itself is folded on its own.
-            parts = folded(joined).split(_JOIN) if joined.count(_JOIN) == len(missing) - 1 else [folded(text) for text in missing]
-            if len(parts) != len(missing):  # folding made a separator (it cannot, but never guess)
-                parts = [folded(text) for text in missing]
-            fresh = dict(zip(missing, parts, strict=True))
-            result = [fresh[text] if text in fresh else known[text] for text in texts]
-            size = sum(map(len, missing))
-            if self._chars + size > self.budget:
-                known.clear()
-                self._chars = 0
-            known.update(fresh)
-            self._chars += size
-            return result
-        return [known[text] for text in texts]
+    def fold(self, rows: Sequence[tuple[Any, ...]], text_at: tuple[int, int, int]) -> list[str]:
+        """Each row's own text folded, in order (its id first, its title, text and tags at ``text_at``)."""
+        kept = self._kept
+        title_at, content_at, tags_at = text_at
+        out: list[str | None] = []
+        missing: dict[int, tuple[str, str, str]] = {}
+        for row in rows:
+            title, content, tags = row[title_at], row[content_at], row[tags_at]
+            entry = kept.get(row[0])
+            if entry is not None and entry[1] == content and entry[0] == title and entry[2] == tags:
+                out.append(entry[3])
+            else:
+                out.append(None)
+                missing[row[0]] = (title, content, tags)
+        if not missing:
+            return out  # type: ignore[return-value]  # every entry was found
+        texts = [own_text(*parts) for parts in missing.values()]
+        joined = _JOIN.join(texts)
+        # One call for all: folding's fixed cost per call is most of a short text's. A text holding the separator
+        # itself is folded on its own.
+        parts = folded(joined).split(_JOIN) if joined.count(_JOIN) == len(texts) - 1 else []
+        if len(parts) != len(texts):
+            parts = [folded(text) for text in texts]
+        fresh = {memory_id: (*fields, text) for (memory_id, fields), text in zip(missing.items(), parts, strict=True)}
+        size = sum(map(len, texts))
+        if self._chars + size > self.budget:
+            kept.clear()
+            self._chars = 0
+        kept.update(fresh)
+        self._chars += size
+        return [text if text is not None else fresh[row[0]][3] for row, text in zip(rows, out, strict=True)]
 
 
 def needles(term: QueryTerm) -> tuple[tuple[str, ...], bool]:

@@ -5,10 +5,11 @@ Plain frozen dataclasses with a ``to_dict()`` for JSON; :mod:`memlens.store` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from functools import cached_property
-from typing import Any
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any
 
 from memlens.models import Memory
 from memlens.storage.coverage import TermCoverage
@@ -107,6 +108,31 @@ class Hit:
     #: when it matched them only in its indexed context).
     second_round: tuple[ExpansionTerm, ...] | None = None
 
+    @classmethod
+    def deferred(cls, memory: Callable[[], Memory], **values: Any) -> Hit:
+        """A hit whose :attr:`memory` is made by ``memory()`` when first read, with every other field given by name.
+        Search reads each hit's row with the candidates; making the Memory (its times, tags and metadata) costs as
+        much as ranking a dozen candidates, and a caller may want only ids and scores, or only the first hits."""
+        missing = _hit_fields() - values.keys()
+        if missing:
+            raise TypeError(f"Hit.deferred needs every field but memory; missing {', '.join(sorted(missing))}")
+        hit = cls.__new__(cls)
+        for name, value in values.items():
+            object.__setattr__(hit, name, value)
+        object.__setattr__(hit, "_make_memory", memory)
+        return hit
+
+    if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute name on a Hit
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for an attribute not set: a deferred hit's memory, made once on first read.
+            make = self.__dict__.get("_make_memory") if name == "memory" else None
+            if make is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            memory = make()
+            object.__setattr__(self, "memory", memory)
+            return memory
+
     @cached_property
     def snippet(self) -> str:
         """The memory's text around the query's terms, matches in « » (made on first use: many hits are never shown)."""
@@ -160,6 +186,12 @@ class Hit:
             **({"vector_rank": self.vector_rank} if self.fused else {}),
             **({"bm25_share": round(self.fusion.bm25_share, 6), "cosine_share": round(self.fusion.cosine_share, 6)} if self.fusion else {}),
         }
+
+
+@cache
+def _hit_fields() -> frozenset[str]:
+    """The fields :meth:`Hit.deferred` must be given: all but the memory."""
+    return frozenset(f.name for f in fields(Hit)) - {"memory"}
 
 
 @dataclass(frozen=True)

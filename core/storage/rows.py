@@ -50,6 +50,11 @@ def _when(value: float) -> datetime:
     return when
 
 
+def _json_tuple(text: str) -> tuple[Any, ...]:
+    """A stored JSON list as a tuple; most are empty, and json.loads costs a microsecond even for "[]"."""
+    return () if text == "[]" else tuple(json.loads(text))
+
+
 def memory_from_row(row: Any, names: Sequence[str] = MEMORY_FIELDS) -> Memory:
     """The Memory a row describes; ``names`` are the row's column names when it is a plain tuple."""
     r = _by_name(row, names)
@@ -61,7 +66,7 @@ def memory_from_row(row: Any, names: Sequence[str] = MEMORY_FIELDS) -> Memory:
         content=r["content"],
         project=r["project"],
         session_id=r["session_id"],
-        tags=tuple(json.loads(r["tags"])),
+        tags=_json_tuple(r["tags"]),
         importance=r["importance"],
         origin=r["origin"],
         source_ref=r["source_ref"],
@@ -72,12 +77,12 @@ def memory_from_row(row: Any, names: Sequence[str] = MEMORY_FIELDS) -> Memory:
         version=r["version"],
         parent_id=r["parent_id"],
         chain_id=r["chain_id"],
-        supersedes=tuple(json.loads(r["supersedes"])),
+        supersedes=_json_tuple(r["supersedes"]),
         supersede_similarity=r["supersede_similarity"],
         is_latest=bool(r["is_latest"]),
         forget_after=utc_from_ts(r["forget_after"]),
         pinned=bool(r["pinned"]),
-        metadata=json.loads(r["metadata"]),
+        metadata={} if r["metadata"] == "{}" else json.loads(r["metadata"]),
         source_confidence=r["source_confidence"],
     )
 

@@ -33,6 +33,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from memlens import db, decay
@@ -42,7 +43,6 @@ from memlens.errors import InvalidInput, QueryError, StoreEnvironmentError
 from memlens.models import Memory, ts_from_dt
 from memlens.storage import coverage, expansion
 from memlens.storage.context import StoreContext, resolve_now
-from memlens.storage.coverage import TermCoverage
 from memlens.storage.expansion import ExpansionTerm
 from memlens.storage.filters import MemoryFilter, filter_sql
 from memlens.storage.results import FusionParts, Hit
@@ -112,11 +112,6 @@ class Candidate:
     def __post_init__(self) -> None:
         session = self.row[_SESSION]
         self.document = ("s", session) if session is not None else ("m", self.row[_ID])
-
-
-def _own_text(row: tuple[Any, ...]) -> str:
-    """A candidate row's own text, where term coverage looks for the query's terms."""
-    return coverage.own_text(row[_TITLE], row[_CONTENT], row[_TAGS])
 
 
 def _and(where: list[str]) -> str:
@@ -251,9 +246,9 @@ class SearchRepository:
         probe = _query_vector(query, embedder) if wants_vectors else None
         with self.ctx.read() as conn:
             rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
-            covered: dict[int, TermCoverage] = {}
+            covered = coverage.Coverage(len(terms), {})
             if not raw:
-                rows, covered = coverage.apply(rows, terms, tuning.coverage_weight, _own_text, self._folds)
+                rows, covered = coverage.apply(rows, terms, tuning.coverage_weight, (_TITLE, _CONTENT, _TAGS), self._folds)
             fused: dict[int, float] = {}
             vector_rank: dict[int, int] = {}
             parts: dict[int, FusionParts] = {}
@@ -268,24 +263,27 @@ class SearchRepository:
             self._add_neighbours(conn, found, where, params, limit, tuning)
             add_session_share(found, rows, tuning)
             ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
+        terms_shown = tuple(terms)  # the snippet is made when it is first read
         hits: list[Hit] = []
         for score, candidate, retention, penalty in ranked:
-            # Every candidate row holds the memory's own columns: the returned hits need no second read.
-            memory = memory_from_row(candidate.row)
+            row = candidate.row
+            memory_id = row[_ID]
             hits.append(
-                Hit(
-                    memory,
-                    score,
-                    candidate.relevance,
-                    retention,
-                    candidate.bm25,
-                    penalty,
-                    bool(fused),
-                    vector_rank.get(memory.id),
-                    tuple(terms),  # the snippet is made when it is first read
-                    fusion=parts.get(memory.id),
-                    coverage=covered.get(memory.id),
-                    second_round=expansion.found_through(through[memory.id], memory.content) if memory.id in through else None,
+                # Every candidate row holds the memory's own columns: the returned hits need no second read, and
+                # their Memory objects are made when first asked for.
+                Hit.deferred(
+                    partial(memory_from_row, row),
+                    score=score,
+                    relevance=candidate.relevance,
+                    retention=retention,
+                    bm25=candidate.bm25,
+                    context_penalty=penalty,
+                    fused=bool(fused),
+                    vector_rank=vector_rank.get(memory_id),
+                    terms=terms_shown,
+                    fusion=parts.get(memory_id),
+                    coverage=covered.of(memory_id),
+                    second_round=expansion.found_through(through[memory_id], row[_CONTENT]) if memory_id in through else None,
                 )
             )
         return hits
@@ -670,7 +668,8 @@ def blend_retention(
         score = (1.0 - bias) * relevance + bias * retention
         # Only a resolved conflict lowers source_confidence under 0.5 (every origin starts at 0.7 or more): the
         # side it went against ranks below the side that won, and is still found (history, core/conflicts.py).
-        score *= min(1.0, row[_CONFIDENCE] / 0.5)
+        confidence = row[_CONFIDENCE] / 0.5
+        score *= confidence if confidence < 1.0 else 1.0  # min(1.0, confidence), without the call
         penalty = 0.0
         if context and not context.intersection(json.loads(row[_TAGS])):
             penalty = (1.0 - tuning.context_factor) * score
