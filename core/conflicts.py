@@ -190,6 +190,7 @@ class _Analysis:
     negation_words: tuple[str, ...]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """A crude stem, enough to match "deploys"/"deploy", "pinned"/"pin" and "approved"/"approve" (short words
     are left alone). Applied the same way to both texts and to the lexicon, so it only has to be consistent."""
@@ -228,7 +229,9 @@ def _values(text: str) -> tuple[list[Value], str]:
     """The values and the text with each value blanked out (so its digits and unit words are not read again)."""
     found: list[Value] = []
     rest = text
-    for kind, pattern in _VALUE_PATTERNS:
+    # Every value pattern needs a digit (the same \d): a text without one has none of these values.
+    patterns = _VALUE_PATTERNS if _HAS_DIGIT.search(text) is not None else ()
+    for kind, pattern in patterns:
         pieces: list[str] = []
         last = 0
         for match in pattern.finditer(rest):
@@ -305,7 +308,7 @@ def _analyse(text: str) -> _Analysis:
         if lower in _MONTHS and len(lower) > 3:
             continue
         stem = _stem(lower)
-        if _is_name(surface, expanded[: match.start()]):
+        if _is_name(surface, expanded, match.start()):
             by_kind.setdefault("name", set()).add(stem)
             surfaces.setdefault(("name", stem), surface)
         words.setdefault(stem, surface)
@@ -316,20 +319,25 @@ def _analyse(text: str) -> _Analysis:
     return _Analysis(by_kind, surfaces, words, count % 2 == 1, tuple(negations))
 
 
-def _is_name(surface: str, before: str) -> bool:
-    """Whether a word reads as a name: capitalised mid-sentence, or mixed case / digits inside (PostgreSQL, gpt4)."""
+def _is_name(surface: str, text: str, at: int) -> bool:
+    """Whether a word reads as a name: capitalised mid-sentence, or mixed case / digits inside (PostgreSQL, gpt4).
+    ``surface`` stands at ``at`` in ``text``."""
     tail = surface[1:]
     if tail != tail.lower() or (_HAS_DIGIT.search(surface) is not None and _HAS_LETTER.search(surface) is not None):
         return True
     if not surface[:1].isupper():
         return False
-    return not _at_sentence_start(before) and surface.lower() not in FILLER
+    return not _sentence_start_before(text, at) and surface.lower() not in FILLER
 
 
 def _at_sentence_start(before: str) -> bool:
     """Whether a word preceded by ``before`` starts a sentence: what ``_SENTENCE_START.search(before)`` says, read
     from the end instead (the regex search cost time in proportion to ``before``, so a long text took quadratic time)."""
-    end = len(before)
+    return _sentence_start_before(before, len(before))
+
+
+def _sentence_start_before(before: str, end: int) -> bool:
+    """:func:`_at_sentence_start` of ``before[:end]``, without copying it."""
     while end and before[end - 1] in "\"'(":
         end -= 1
     start = end
