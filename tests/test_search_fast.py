@@ -23,9 +23,9 @@ from memlens.bench.generator import EPOCH, Generator
 from memlens.config import SearchTuning
 from memlens.errors import QueryError, StoreEnvironmentError
 from memlens.io import export_file, import_file
-from memlens.storage.filters import MemoryFilter
+from memlens.storage.filters import MemoryFilter, filter_sql
 from memlens.storage.results import Hit
-from memlens.storage.search import SearchRepository, _and, plan_query
+from memlens.storage.search import SearchRepository, _and, _row_test, plan_query
 from memlens.store import MemoryStore
 from memlens.text import QueryTerm, clean_text, match_expression, query_terms
 
@@ -255,16 +255,21 @@ def _counted(store: MemoryStore, query: str) -> bool:
 
 
 def test_a_search_runs_few_statements(generated):
-    store, _texts = generated
-    query = "staging zebracorn quasarplinth"  # words asked nowhere else here: the counts, then OR over all
-    first = _statements(store, query)
-    stage_1 = [sql for sql in first if "memory_fts" in sql]
-    # The terms' counts, then stage 1 with the candidates' whole rows: no further read for coverage or the returned
-    # hits (only the neighbours' own statements). Before, 2 statements per query run plus a probe per term: 8 here.
-    assert len(stage_1) == 2 and "count(*)" in stage_1[0], first
-    assert first[0] == "PRAGMA data_version" and not [sql for sql in first if " IN (" in sql], first
-    again = [sql for sql in _statements(store, query) if "memory_fts" in sql]
-    assert len(again) == 1 and "count(*)" not in again[0], again  # the counts were kept
+    shared, _texts = generated
+    query = "staging password friday rotates"  # rare terms: the counts, then OR over all
+    with MemoryStore.open(shared.ctx.path, readonly=True) as store:  # nothing kept from other searches
+        first = _statements(store, query)
+        stage_1 = [sql for sql in first if "memory_fts" in sql]
+        # The terms' counts, then stage 1 with the candidates' whole rows: no further read for coverage or the
+        # returned hits (only the neighbours' own statements). Before, 2 statements a query run plus a probe per
+        # term: 8 here.
+        assert first[0] == "PRAGMA data_version" and len(stage_1) == 2 and "count(*)" in stage_1[0], first
+        assert "m.content" in stage_1[1] and not [sql for sql in first if " IN (" in sql], first
+        # Again: the counts and the rows were kept, so stage 1 ranks in FTS5 alone (default filters, tested on the
+        # kept rows).
+        again = [sql for sql in _statements(store, query) if "memory_fts" in sql]
+        assert len(again) == 1 and "count(*)" not in again[0] and "JOIN" not in again[0], again
+        assert _signature(store.search(query, now=NOW)) == _signature(ReferenceSearch(store.ctx).search(query, MemoryFilter(), now=NOW))
 
 
 def test_kept_counts_follow_other_writers(tmp_path: Path):
@@ -282,6 +287,15 @@ def test_kept_counts_follow_other_writers(tmp_path: Path):
             writer.remember_many([{"content": f"rotor spare part {i}"} for i in range(10)], now=EPOCH)  # "rotor" is common now
             assert _counted(reader, query) is True  # the other connection's commit: counted again
             assert _signature(reader.search(query, now=NOW)) == _signature(ReferenceSearch(reader.ctx).search(query, MemoryFilter(), now=NOW))
+            # Kept rows follow other writers too: a changed importance and tags, a forgotten memory, a new one.
+            first, second = reader.search(query, now=NOW)[:2]
+            writer.update(first.memory.id, importance=0.05, tags=["moved"], now=NOW)
+            writer.forget(second.memory.id, now=NOW)
+            writer.remember("the gearbox of the second rotor", now=EPOCH)
+            after = reader.search(query, now=NOW)
+            assert _signature(after) == _signature(ReferenceSearch(reader.ctx).search(query, MemoryFilter(), now=NOW))
+            assert second.memory.id not in [h.memory.id for h in after]
+            assert next(h.memory for h in after if h.memory.id == first.memory.id).tags == ("moved",)
         writer.search(query, now=NOW)
         writer.remember("rotor gearbox rotor", now=EPOCH)
         assert _counted(writer, query) is True  # its own write: counted again
@@ -354,6 +368,15 @@ def test_a_row_without_a_stored_value_is_ranked_from_its_text(tmp_path: Path, t0
         before = store.search("password protocol", now=t0 + timedelta(days=3))
         store.conn.execute("UPDATE memories SET text_importance = NULL")
         _same(store.search("password protocol", now=t0 + timedelta(days=3)), before)
+
+
+def test_only_the_default_filters_are_tested_on_kept_rows():
+    """Search tests the default filters (latest, unexpired) on rows kept from earlier searches; any other filter
+    stays SQL's. The equivalence tests above run both ways on the same store."""
+    for memory_filter in FILTERS:
+        where, params = filter_sql(memory_filter, NOW)
+        test = _row_test(where, params)
+        assert (test is not None) == (not memory_filter.narrows), memory_filter
 
 
 def test_the_retention_scorer_gives_the_composite_score_exactly():

@@ -30,8 +30,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -86,32 +85,60 @@ CANDIDATE_FIELDS: tuple[str, ...] = (*MEMORY_FIELDS, "text_importance")
 _MISSING_COLUMN = {"text_importance": "ml_text_importance(m.content)", "source_confidence": "1.0"}
 #: The most term counts a store's search keeps between searches.
 _KEPT_COUNTS = 20_000
+#: The most text (titles and texts, in characters) of the candidate rows a store's search keeps between searches:
+#: some 10 MB with the rest of the rows, beside SQLite's own 64 MB page cache.
+_KEPT_CHARS = 4_000_000
 #: Where ranking finds its values in a candidate row (a plain tuple: reading by index costs less than building a
 #: mapping for each of fifty candidates per search). The row's bm25 comes after the last field.
-_ID, _TITLE, _CONTENT, _SESSION, _CREATED, _IMPORTANCE, _ACCESSED, _ACCESSES, _TAGS, _CONFIDENCE, _TEXT_IMPORTANCE = (
+_ID, _TITLE, _CONTENT, _SESSION, _CREATED, _IMPORTANCE, _ACCESSED, _ACCESSES, _TAGS, _CONFIDENCE, _TEXT_IMPORTANCE, _IS_LATEST, _FORGET_AFTER = (
     CANDIDATE_FIELDS.index(name)
     for name in (
         "id", "title", "content", "session_id", "created_at", "importance", "last_accessed_at", "access_count", "tags", "source_confidence",
-        "text_importance",
+        "text_importance", "is_latest", "forget_after",
     )
 )  # fmt: skip
 
 
-@dataclass(slots=True)
 class Candidate:
-    """A memory competing for a place in the results: its candidate row (:data:`CANDIDATE_FIELDS`, without the
-    bm25), its bm25 (0.0 when it came from vectors or as a neighbour; lower is better) and its relevance so far
-    (1.0 for the best)."""
+    """A memory competing for a place in the results: its candidate row (:data:`CANDIDATE_FIELDS`; its bm25 may
+    follow), its bm25 (0.0 when it came from vectors or as a neighbour; lower is better), its relevance so far
+    (1.0 for the best) and what it is a passage of (:attr:`document`). A plain class with slots: fifty are made
+    a search."""
 
-    row: tuple[Any, ...]
-    bm25: float
-    relevance: float
-    #: What the memory is a passage of: its session, or itself when it has none.
-    document: tuple[str, Any] = field(init=False)
+    __slots__ = ("bm25", "document", "relevance", "row")
 
-    def __post_init__(self) -> None:
-        session = self.row[_SESSION]
-        self.document = ("s", session) if session is not None else ("m", self.row[_ID])
+    def __init__(self, row: tuple[Any, ...], bm25: float, relevance: float) -> None:
+        self.row = row
+        self.bm25 = bm25
+        self.relevance = relevance
+        session = row[_SESSION]
+        #: What the memory is a passage of: its session, or itself when it has none.
+        self.document: tuple[str, Any] = ("s", session) if session is not None else ("m", row[_ID])
+
+    def __repr__(self) -> str:
+        return f"Candidate(id={self.row[_ID]}, bm25={self.bm25!r}, relevance={self.relevance!r})"
+
+
+#: The conditions filter_sql writes for the default filter, and what they are as tests of a candidate row.
+_LATEST, _UNEXPIRED = "m.is_latest = 1", "(m.forget_after IS NULL OR m.forget_after > ?)"
+
+
+def _row_test(where: list[str], params: list[Any]) -> Callable[[tuple[Any, ...]], bool] | None:
+    """The filter conditions ``where`` as a test of a candidate row when they are only the default ones (latest,
+    unexpired; either, both or none), else None: the others stay SQL's."""
+    latest, unexpired = _LATEST in where, _UNEXPIRED in where
+    if len(where) != latest + unexpired or len(params) != unexpired:
+        return None
+    now = params[0] if unexpired else None
+
+    def passes(row: tuple[Any, ...]) -> bool:
+        # SQL's `is_latest = 1` and `forget_after IS NULL OR forget_after > now` (is_latest is 0 or 1, forget_after
+        # a REAL or NULL: the same comparisons in Python).
+        if latest and row[_IS_LATEST] != 1:
+            return False
+        return now is None or row[_FORGET_AFTER] is None or row[_FORGET_AFTER] > now
+
+    return passes
 
 
 def _and(where: list[str]) -> str:
@@ -129,10 +156,27 @@ class SearchRepository:
     def __init__(self, ctx: StoreContext) -> None:
         self.ctx = ctx
         self._columns: str | None = None
-        # Kept between searches (see _match_counts and memlens.storage.coverage.FoldedTexts).
+        # Kept between searches while the store does not change (see _sync): each term's match count (and the cap
+        # it was counted to), and candidate rows by id. Folded texts check themselves (coverage.FoldedTexts).
         self._counts: dict[str, tuple[int, int]] = {}
-        self._counts_as_of: tuple[int, int] | None = None
+        self._rows: dict[int, tuple[Any, ...]] = {}
+        self._rows_chars = 0
+        self._as_of: tuple[int, int] | None = None
         self._folds = coverage.FoldedTexts()
+
+    def _sync(self, conn: db.Connection) -> None:
+        """Forget the term counts and candidate rows kept from earlier searches if the store changed since:
+        ``PRAGMA data_version`` moves when another connection (this process's or another's) commits,
+        ``total_changes`` when this one writes, committed or not. One statement a search, instead of counting
+        the terms' matches again (a third of a search's SQL on a small store) and reading every candidate's row.
+        What another process commits after this check and before the search's statements is the same race as
+        between any two statements of a search."""
+        as_of = (int(conn.execute("PRAGMA data_version").fetchone()[0]), conn.total_changes)
+        if as_of != self._as_of:
+            self._counts.clear()
+            self._rows.clear()
+            self._rows_chars = 0
+            self._as_of = as_of
 
     def _candidate_columns(self, conn: db.Connection) -> str:
         """The select list of :data:`CANDIDATE_FIELDS` over ``memories m``. The text importance is computed from
@@ -245,6 +289,7 @@ class SearchRepository:
         wants_vectors = not raw and semantic is not False and (embedder is not None or bool(semantic)) and bool(query.strip())
         probe = _query_vector(query, embedder) if wants_vectors else None
         with self.ctx.read() as conn:
+            self._sync(conn)
             rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
             covered = coverage.Coverage(len(terms), {})
             if not raw:
@@ -353,21 +398,15 @@ class SearchRepository:
 
     def _match_counts(self, conn: db.Connection, terms: list[QueryTerm], cap: int) -> list[int]:
         """How many memories (any version, before filters) each term matches, counted up to ``cap``: at most one
-        statement, none when every term was counted since the store last changed.
+        statement, none when every term was counted since the store last changed (:meth:`_sync`).
 
         FTS5 parses each term itself (stems, phrases, CJK prefixes), so a count is exact below the cap. Counting
         stops at the cap: a common word costs the same as the old "has it more than N matches" probe. (fts5vocab
         was measured and left: its count for a term reads the term's whole doclist, 10 ms for a common word at
         200k, and looking a query word up in it needs FTS5's stemmer, which a read-only connection cannot reach.)
-
-        The counts are kept until the store changes: ``PRAGMA data_version`` moves when another connection (this
-        process's or another's) commits, ``total_changes`` when this one writes, committed or not. Counting is a
-        third of a search's SQL on a small store, and the words of one query come back in the next ones.
         """
-        as_of = (int(conn.execute("PRAGMA data_version").fetchone()[0]), conn.total_changes)
-        if as_of != self._counts_as_of or len(self._counts) > _KEPT_COUNTS:
+        if len(self._counts) > _KEPT_COUNTS:
             self._counts.clear()
-            self._counts_as_of = as_of
         kept = self._counts
         asked = [term.fts() for term in terms]
         counts: dict[str, int] = {}
@@ -406,20 +445,38 @@ class SearchRepository:
         weights = ", ".join(repr(float(w)) for w in (tuning.title_weight, tuning.content_weight, tuning.tags_weight, tuning.context_weight, tuning.dates_weight))
         columns = self._candidate_columns(conn)
         filters = _and(where)
-        ranked_sql = (
-            f"SELECT f.score, {columns} FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
-            f"WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?) f LEFT JOIN memories m ON m.id = f.rowid{filters}"
-        )
+        kept = self._rows
+        # With rows kept from earlier searches the rows come from what is kept (the few not kept yet are read by id),
+        # and the ranked window is joined to `memories` for the filters only, or not at all when the filters are
+        # the default ones (latest, unexpired: tested on the kept rows). Else the window's whole rows are read.
+        passes = _row_test(where, params) if kept else None
+        if passes is not None:
+            ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+            ranked_args = [expression, window + 1]
+        else:
+            ranked_sql = (
+                f"SELECT {'m.id' if kept else columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+                f"WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?) f LEFT JOIN memories m ON m.id = f.rowid{filters}"
+            )
+            ranked_args = [expression, window + 1, *params]
         try:
-            ranked = conn.execute(ranked_sql, [expression, window + 1, *params]).fetchall()
-            # Each row is (score, *candidate columns); the memory's id is None when the filters dropped it.
-            rows = [(*r[1:], r[0]) for r in ranked[:window] if r[1] is not None]
+            ranked = conn.execute(ranked_sql, ranked_args).fetchall()
+            # Each row is (*candidate columns or the id, score); the memory's id is None when the filters dropped it.
+            if passes is not None:
+                rows = [row for row in self._kept_rows(conn, ranked[:window]) if passes(row)]
+            elif kept:
+                rows = self._kept_rows(conn, [r for r in ranked[:window] if r[0] is not None])
+            else:
+                rows = [r for r in ranked[:window] if r[0] is not None]
+                self._keep(rows)
             if len(rows) < pool and len(ranked) > window:
                 sql = (
                     f"SELECT {columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
                     f"WHERE memory_fts MATCH ?) f JOIN memories m ON m.id = f.rowid WHERE 1{filters} ORDER BY f.score LIMIT ?"
                 )
-                return [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
+                rows = [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
+                self._keep(rows)
+                return rows
         except db.sqlite.OperationalError as exc:
             err = db.classify(exc, self.ctx.path)
             # Any other complaint about a raw query ("unterminated string", "unknown special query") is the query's.
@@ -428,6 +485,30 @@ class SearchRepository:
             raise err from exc
         # Best first, ties to the lower id; each row carries its bm25 last.
         return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
+
+    def _keep(self, rows: list[tuple[Any, ...]]) -> None:
+        """Keep candidate rows (bm25 last) for later searches, until the store changes (:meth:`_sync`) or they
+        hold more than :data:`_KEPT_CHARS` characters of text."""
+        kept = self._rows
+        size = sum(len(row[_CONTENT]) + len(row[_TITLE]) for row in rows)
+        if self._rows_chars + size > _KEPT_CHARS:
+            kept.clear()
+            self._rows_chars = 0
+        self._rows_chars += size
+        for row in rows:
+            kept[row[0]] = row[:-1]
+
+    def _kept_rows(self, conn: db.Connection, ranked: list[tuple[int, float]]) -> list[tuple[Any, ...]]:
+        """Candidate rows with their bm25 appended for ``(id, bm25)`` pairs, from the kept rows; those not kept yet
+        are read by id (and kept). A memory forgotten since the ranked statement is left out."""
+        kept = self._rows
+        found = {memory_id: kept[memory_id] for memory_id, _score in ranked if memory_id in kept}
+        if len(found) < len(ranked):
+            sql = f"SELECT {self._candidate_columns(conn)}, 0.0 FROM memories m WHERE m.id IN ({{marks}})"
+            read = [tuple(r) for r in db.select_in(conn, sql, [memory_id for memory_id, _score in ranked if memory_id not in found])]
+            self._keep(read)
+            found.update((row[0], row[:-1]) for row in read)
+        return [found[memory_id] + (score,) for memory_id, score in ranked if memory_id in found]
 
     # stage 2: fusion with vectors ------------------------------------------------------------------------------
 
