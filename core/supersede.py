@@ -171,7 +171,7 @@ def find_best(
         return None
     import numpy as np
 
-    from memlens.supersede_postings import SimilarityPostings, key_number
+    from memlens.supersede_postings import PACKED_KEY_COUNT_MAX, SimilarityPostings, key_number, unpack
 
     if postings is None:
         postings = SimilarityPostings()
@@ -191,63 +191,81 @@ def find_best(
 
     found_lists: list[np.ndarray] = []
     probed: set[int] = set()
-
     def probe(token: str) -> None:
         key = key_of[token]
         if key in probed or df[key] == 0:
             return
         probed.add(key)
-        found_lists.append(postings.holders(key))
+        found_lists.append(postings.packed_holders(key))
 
-    def counted() -> tuple[np.ndarray, np.ndarray]:
-        """Each id found (still in the index), and how many probed keys found it."""
+    def counted() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each id found (still in the index), how many probed keys found it, and its key count."""
         if not found_lists:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         found = np.concatenate(found_lists)
-        found.sort(kind="stable")  # the postings are sorted runs: a merge sort is several times faster here
+        # Sorted by id (a key count rides in the low bits, the same for every list that holds the id). The postings
+        # are sorted runs: a merge sort is several times faster here.
+        found.sort(kind="stable")
         starts = np.flatnonzero(np.concatenate(([True], found[1:] != found[:-1])))
-        ids, counts = found[starts], np.diff(np.append(starts, len(found)))
+        ids, key_counts = unpack(found[starts])
+        counts = np.diff(np.append(starts, len(found)))
         alive = postings.alive(ids)
-        return ids[alive], counts[alive]
+        return ids[alive], counts[alive], key_counts[alive]
 
-    def passing(ids: np.ndarray, counts: np.ndarray, probed_count: int) -> np.ndarray:
-        """Which candidates could still pass, without their rows: a memory holding k distinct keys holds at least k
-        tokens, so its similarity is at most overlap / (size + k - overlap), overlap bounded as below."""
+    # Whether a candidate sharing at most o tokens and holding k keys could pass, as a table: similarity is at most
+    # o / max(size, size + k - o), which falls as k grows, so for each o the k that pass run from 0 to largest[o].
+    # A hair below the threshold: a float rounding here must never drop what the exact check would keep.
+    grid_o = np.arange(size + 1)[:, None]
+    grid = grid_o / np.maximum(size + np.arange(PACKED_KEY_COUNT_MAX + 1)[None, :] - grid_o, size) > probe_threshold - 1e-9
+    largest = grid.sum(axis=1) - 1
+
+    def overlap_bounds(ids: np.ndarray, counts: np.ndarray, key_counts: np.ndarray, probed_count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Which candidates could still pass, without their rows, and a bound on how many tokens each shares: a
+        probed key found counts ``per_hit`` tokens, an unprobed token one if the candidate's signature admits it
+        (see memlens.supersede_postings). A memory holding k distinct keys holds at least k tokens (``key_counts``
+        are capped, which only lowers k), so its similarity is at most overlap / max(size, size + k - overlap)."""
         least = _min_hits(size, size - probed_count, per_hit, probe_threshold)
         if least is None:
-            return np.zeros(len(ids), dtype=np.bool_)
+            return np.zeros(len(ids), dtype=np.bool_), np.zeros(len(ids), dtype=np.int64)
         overlap = np.minimum(counts * per_hit + (size - probed_count), size)
-        union = size + postings.key_counts(ids) - overlap
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # A hair below the threshold: a float rounding here must never drop what the exact check would keep.
-            tight = (union <= 0) | (overlap / np.maximum(union, 1) > probe_threshold - 1e-9)
-        return (counts >= least) & tight
+        keep = (counts >= least) & (key_counts <= largest[overlap])
+        unprobed = [key_of[t] for t in ordered[probed_count:]]
+        if unprobed and keep.any():
+            # The same bound with only the unprobed tokens each candidate's signature admits.
+            at = np.flatnonzero(keep)
+            admitted = postings.signature_hits(ids[at], np.array(unprobed, dtype=np.int64))
+            overlap[at] = np.minimum(counts[at] * per_hit + admitted, size)
+            keep[at] = key_counts[at] <= largest[overlap[at]]
+        return keep, overlap
 
     for tok in ordered[:prefix_len]:
         probe(tok)
-    ids, counts = counted()
+    ids, counts, key_counts = counted()
     # Probing past the prefix tightens the bound below enough to drop most candidates before their rows are read:
     # with `probed_count` tokens probed, a memory found h times shares at most h * per_hit + (size - probed_count)
     # tokens, and its similarity is at most that over `size` (when it holds nothing else). Each extra token costs
     # reading its postings (~df ids); each candidate kept costs a row lookup (ten to thirty times dearer). Extend while
     # the next token is cheaper than the lookups it can save.
     probed_count = prefix_len
+    bounded = None
     while probed_count < size and len(ids):
-        kept = int(np.count_nonzero(passing(ids, counts, probed_count)))
-        if df[key_of[ordered[probed_count]]] >= 16 * kept:
+        bounded = overlap_bounds(ids, counts, key_counts, probed_count)
+        if df[key_of[ordered[probed_count]]] >= 16 * int(np.count_nonzero(bounded[0])):
             break
+        bounded = None
         probe(ordered[probed_count])
         probed_count += 1
-        ids, counts = counted()
+        ids, counts, key_counts = counted()
     rest = size - probed_count
     least = _min_hits(size, rest, per_hit, probe_threshold)
     if least is None or not len(ids):
         return None
     # Exact without the row: similarity <= overlap / size (the other memory holds at least the overlap), and the
-    # tighter bound with the other memory's key count (see passing).
-    mask = passing(ids, counts, probed_count)
-    hits = {mid: h for mid, h in zip(ids[mask].tolist(), counts[mask].tolist(), strict=True) if mid not in excluded}
-    candidate_ids = sorted(hits)
+    # tighter bounds with the other memory's key count and signature (see overlap_bounds; the loop's last ones
+    # when it stopped without probing more).
+    mask, overlaps = bounded if bounded is not None else overlap_bounds(ids, counts, key_counts, probed_count)
+    bounds = {mid: b for mid, b in zip(ids[mask].tolist(), overlaps[mask].tolist(), strict=True) if mid not in excluded}
+    candidate_ids = sorted(bounds)
     if not candidate_ids:
         return None
     best: Match | None = None
@@ -255,27 +273,27 @@ def find_best(
         id_chunk = candidate_ids[i : i + _CHUNK]
         marks = ",".join("?" * len(id_chunk))
         rows = conn.execute(
-            f"SELECT id, layer, project, token_count, forget_after FROM memories WHERE id IN ({marks}) AND is_latest = 1",
+            f"SELECT id, layer, project, token_count, forget_after, content FROM memories WHERE id IN ({marks}) AND is_latest = 1",
             id_chunk,
         ).fetchall()
         survivors = []
-        for mid, m_layer, m_project, m_size, forget_after in rows:
+        for mid, m_layer, m_project, m_size, forget_after, content in rows:
             if m_layer != layer or not compatible_projects(project, m_project):
                 continue
             if forget_after is not None and forget_after <= now:
                 continue
-            # Upper bound on the overlap: prefix hits (a key may stand for more than one token) plus the rest.
-            bound = min(hits[mid] * per_hit + rest, size, m_size)
+            # Upper bound on the overlap: probed hits (a key may stand for more than one token) plus the unprobed
+            # tokens the signature admits (overlap_bounds), and never more than the other memory's tokens.
+            bound = min(bounds[mid], m_size)
             union = size + m_size - bound
             if union <= 0 or bound / union <= probe_threshold:
                 continue
-            if best is not None and bound / union < best.similarity:
-                continue
-            survivors.append(mid)
-        if not survivors:
-            continue
-        marks = ",".join("?" * len(survivors))
-        for mid, content in conn.execute(f"SELECT id, content FROM memories WHERE id IN ({marks})", survivors):
+            survivors.append((bound / union, mid, content))
+        # The highest bounds first: once the best found beats a bound, that memory's text need not be compared.
+        survivors.sort(reverse=True)
+        for upper, mid, content in survivors:
+            if best is not None and upper < best.similarity:
+                break
             other = similarity_tokens(content)
             sim = jaccard(tokens, other)
             if sim <= probe_threshold:

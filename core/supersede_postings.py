@@ -33,6 +33,13 @@ then computed), and a memory that left is masked out. So the copy may be read at
 it records without harm. Memories that left are also filtered by the candidate check's ``is_latest = 1``; the
 copy may therefore hold more than the index, never less, which is all exactness needs.
 
+Signatures: beside the postings each memory has a 128-bit signature, one bit set for each of its keys (the key's
+low seven bits name it; 16 bytes a memory). A clear bit proves the memory lacks every key with that bit, so
+:meth:`SimilarityPostings.signature_hits` bounds how many of a text's unprobed tokens a candidate can share without
+reading its row: find_best then reads the rows of the few candidates that may really pass, not of every memory that
+holds one rare token. A set bit proves nothing (another key may have set it); a signature only ever holds more
+bits than its memory's keys (a memory that left keeps its bits), which only loosens the bound.
+
 Writers prune the log beyond ``memlens.supersede.CHANGES_KEPT`` rows; a reader further behind than that (or than
 :data:`REPLAY_LIMIT`) rebuilds. A bulk write of ``memlens.supersede.BULK_RESET`` or more memories logs one NULL row
 ("everything may have changed") instead of one row each.
@@ -55,6 +62,11 @@ REPLAY_LIMIT = 20_000
 #: Delta plus dead entries beyond this share of the snapshot's memories (and at least COMPACT_MIN) rebuild it.
 COMPACT_SHARE = 0.05
 COMPACT_MIN = 20_000
+#: :meth:`SimilarityPostings.packed_holders` keeps a holder's key count in the low bits beside its id.
+PACKED_SHIFT = 8
+PACKED_KEY_COUNT_MAX = (1 << PACKED_SHIFT) - 1
+#: Bits in a memory's key signature: 128, as two 64-bit words (see the module docstring).
+SIGNATURE_WORDS = 2
 _VOCAB = "temp.memlens_similarity_vocab"
 _VOCAB_ROWS = "temp.memlens_similarity_vocab_rows"
 
@@ -68,6 +80,36 @@ def _keys_of(text: str) -> np.ndarray:
     return np.array(sorted({key_number(token_key(t)) for t in similarity_tokens(text)}), dtype=np.int64)
 
 
+def unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ids and key counts of :meth:`SimilarityPostings.packed_holders`'s values."""
+    return packed >> PACKED_SHIFT, packed & PACKED_KEY_COUNT_MAX
+
+
+def _signature_place(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which signature word and which bit of it each key number sets (its low seven bits)."""
+    bits = np.asarray(keys, dtype=np.int64) & (64 * SIGNATURE_WORDS - 1)
+    return bits >> 6, (bits & 63).astype(np.uint64)
+
+
+_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    """The set bits of each unsigned 64-bit word (numpy 2's bitwise_count, or a byte table before it)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(words)
+    return _BYTE_BITS[words.view(np.uint8)].reshape(*words.shape, 8).sum(axis=-1, dtype=np.uint8)
+
+
+def signature_of(keys: np.ndarray) -> np.ndarray:
+    """The signature (SIGNATURE_WORDS unsigned 64-bit words) of a memory holding ``keys``."""
+    out = np.zeros(SIGNATURE_WORDS, dtype=np.uint64)
+    words, bits = _signature_place(keys)
+    for word, bit in zip(words.tolist(), bits.tolist(), strict=True):
+        out[word] |= np.uint64(1 << bit)
+    return out
+
+
 class SimilarityPostings:
     """The supersede index of one open store, in memory (see the module docstring). Not thread-safe by itself:
     the store's lock is held around every use."""
@@ -79,6 +121,9 @@ class SimilarityPostings:
         self._ids: np.ndarray = np.empty(0, dtype=np.int64)  # int32 while ids fit (see _build)
         self._dead = np.zeros(0, dtype=np.bool_)  # by memory id: left the index since the snapshot
         self._key_count = np.zeros(0, dtype=np.uint16)  # by memory id: how many distinct keys it holds
+        self._holder_key_counts = np.zeros(0, dtype=np.uint8)  # beside _ids: each holder's key count, capped
+        # A row a signature word, by memory id (see the module docstring): one row is read at a time, contiguous.
+        self._signatures = np.zeros((SIGNATURE_WORDS, 0), dtype=np.uint64)
         self._dead_count = 0
         self._base_docs = 0
         self._delta: dict[int, set[int]] = {}  # key number -> ids that joined since the snapshot
@@ -146,7 +191,13 @@ class SimilarityPostings:
                     grown = np.zeros(max(memory_id + 1, len(self._key_count) * 5 // 4), dtype=np.uint16)
                     grown[: len(self._key_count)] = self._key_count
                     self._key_count = grown
+                if memory_id >= self._signatures.shape[1]:
+                    more = np.zeros((SIGNATURE_WORDS, max(memory_id + 1, self._signatures.shape[1] * 5 // 4)), dtype=np.uint64)
+                    more[:, : self._signatures.shape[1]] = self._signatures
+                    self._signatures = more
                 self._key_count[memory_id] = min(len(keys), 65535)
+                # OR, not set: bits only ever added (a set bit proves nothing, so extra ones are harmless).
+                self._signatures[:, memory_id] |= signature_of(keys)
                 self._delta_keys[memory_id] = keys
                 for k in keys.tolist():
                     self._delta.setdefault(k, set()).add(memory_id)
@@ -198,6 +249,8 @@ class SimilarityPostings:
         self._keys, self._offsets, self._ids = keys, offsets, ids
         self._dead = np.zeros(int(top) + 1, dtype=np.bool_)
         self._key_count = np.minimum(np.bincount(ids, minlength=int(top) + 1), 65535).astype(np.uint16)
+        self._holder_key_counts = np.minimum(self._key_count[ids], PACKED_KEY_COUNT_MAX).astype(np.uint8)
+        self._signatures = _signatures(keys, offsets, ids, int(top) + 1)
         self._dead_count = 0
         self._base_docs = int(docs) or len(ids) // 20
         self._delta.clear()
@@ -223,6 +276,23 @@ class SimilarityPostings:
             return base
         return np.concatenate((base.astype(np.int64), np.fromiter(extra, dtype=np.int64, count=len(extra))))
 
+    def packed_holders(self, key: int) -> np.ndarray:
+        """:meth:`holders` with each holder's key count (capped at PACKED_KEY_COUNT_MAX, which only loosens a bound)
+        in the low bits of its id: ``id << PACKED_SHIFT | key_count`` (see :func:`unpack`). Read beside the ids,
+        the counts cost no random access into a per-memory array."""
+        i = int(np.searchsorted(self._keys, key))
+        if i < len(self._keys) and self._keys[i] == key:
+            start, end = int(self._offsets[i]), int(self._offsets[i + 1])
+            base = (self._ids[start:end].astype(np.int64) << PACKED_SHIFT) | self._holder_key_counts[start:end]
+        else:
+            base = np.empty(0, dtype=np.int64)
+        extra = self._delta.get(key)
+        if not extra:
+            return base
+        joined = np.fromiter(extra, dtype=np.int64, count=len(extra))
+        counts = np.minimum(self._key_count[joined], PACKED_KEY_COUNT_MAX).astype(np.int64)
+        return np.concatenate((base, (joined << PACKED_SHIFT) | counts))
+
     def key_counts(self, ids: np.ndarray) -> np.ndarray:
         """How many distinct keys each of ``ids`` (as returned by :meth:`holders`) holds: never more than its
         similarity tokens (capped at 65,535, which only loosens a bound)."""
@@ -237,14 +307,56 @@ class SimilarityPostings:
         mask[inside] = ~self._dead[ids[inside]]
         return mask
 
+    def signature_hits(self, ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """For each of ``ids``, how many of ``keys`` (key numbers, a repeated one counted each time) its signature
+        admits: never fewer than how many of them it holds (see the module docstring)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not len(keys) or not len(ids):
+            return np.zeros(len(ids), dtype=np.int64)
+        words, bits = _signature_place(keys)
+        per_bit = np.bincount(words * 64 + bits.astype(np.int64), minlength=64 * SIGNATURE_WORDS)
+        inside = ids < self._signatures.shape[1]
+        at = np.where(inside, ids, 0)
+        admitted = np.zeros(len(ids), dtype=np.int64)
+        for word in range(SIGNATURE_WORDS):
+            row = np.take(self._signatures[word], at)
+            counts = per_bit[word * 64 : word * 64 + 64]
+            # Keys sharing a bit count together: the bits set by m of the keys, ANDed and counted, m times each.
+            for times in np.unique(counts[counts > 0]).tolist():
+                query = 0
+                for bit in np.flatnonzero(counts == times).tolist():
+                    query |= 1 << bit
+                admitted += times * _popcount(row & np.uint64(query))
+        # An id past the array (none should be: every memory that joined was applied) admits every key.
+        return np.where(inside, admitted, len(keys))
+
     def memory_bytes(self) -> int:
         """Bytes held by the arrays (the delta's Python objects are not counted; they stay small)."""
-        return int(self._keys.nbytes + self._offsets.nbytes + self._ids.nbytes + self._dead.nbytes + self._key_count.nbytes)
+        arrays = (self._keys, self._offsets, self._ids, self._holder_key_counts, self._dead, self._key_count, self._signatures)
+        return int(sum(a.nbytes for a in arrays))
 
     def stats(self) -> dict[str, int]:
         """Sizes, for the benchmark and for debugging."""
         return {"keys": len(self._keys), "postings": len(self._ids), "delta": len(self._delta_keys), "dead": self._dead_count,
                 "bytes": self.memory_bytes(), "builds": self.builds}
+
+
+def _signatures(keys: np.ndarray, offsets: np.ndarray, ids: np.ndarray, size: int) -> np.ndarray:
+    """Every memory's signature from the snapshot's postings: for each bit, the holders of every key setting it."""
+    out = np.zeros((SIGNATURE_WORDS, size), dtype=np.uint64)
+    words, bits = _signature_place(keys)
+    place = words * 64 + bits.astype(np.int64)
+    order = np.argsort(place, kind="stable")
+    bounds = np.searchsorted(place[order], np.arange(64 * SIGNATURE_WORDS + 1))
+    starts, ends = offsets[:-1], offsets[1:]
+    for p in range(64 * SIGNATURE_WORDS):
+        members = order[bounds[p] : bounds[p + 1]]
+        if not len(members):
+            continue
+        holders = np.concatenate([ids[a:b] for a, b in zip(starts[members].tolist(), ends[members].tolist(), strict=True)])
+        # Repeated ids only set the same bit again.
+        out[p >> 6, holders] |= np.uint64(1 << (p & 63))
+    return out
 
 
 def _create_vocab_tables(conn: Connection) -> None:
