@@ -3,6 +3,10 @@ every probe, and what the in-memory postings cost (build time, resident memory).
 
 Probes: a third near-duplicates of stored knowledge (they supersede), a third stored texts with a fifth to two
 fifths of their words replaced (most land in the advisory 0.4-0.7 band: "similar to"), a third new texts.
+
+``python -m memlens.bench.supersede_bench --size 1m [--size 10k ...] [--calls 500]`` prints remember()'s p50 and
+p95, wall and CPU, on a copy of each generated store, with the load average before and after (``--full`` runs the
+whole benchmark instead, as ``python -m memlens.bench --only supersede`` does).
 """
 
 from __future__ import annotations
@@ -152,3 +156,81 @@ def run(path: Path, gen: Generator, *, sample: int = 1000, remember_calls: int =
                      "builds": stats["builds"]},
         "remember_superseded": superseded,
     }
+
+
+def remember_timing(path: Path, gen: Generator, *, calls: int = 500, warmup: int = 50) -> dict[str, Any]:
+    """remember() alone on ``path`` (changed: use a copy): the postings built and ``warmup`` probes remembered
+    first (not timed), then ``calls`` probes (see :func:`probes`), each timed wall and CPU; the load average before
+    and after, and what the timed calls decided."""
+    now = EPOCH + timedelta(days=1)
+    with MemoryStore.open(path, actor="bench") as store:
+        checks = probes(store, gen, warmup + calls)
+        _, build = clock(lambda: store.ctx.postings.sync(store.conn))
+        for text, layer, project in checks[:warmup]:
+            store.remember(text, layer=layer, project=project, now=now)
+        load_before = [round(x, 2) for x in os.getloadavg()]
+        wall: list[float] = []
+        cpu: list[float] = []
+        decided = {"supersede": 0, "similar": 0, "new": 0}
+        for text, layer, project in checks[warmup:]:
+            memory, sample = clock(lambda: store.remember(text, layer=layer, project=project, now=now))  # noqa: B023
+            wall.append(sample.wall)
+            cpu.append(sample.cpu)
+            kinds = {r.kind for r in store.relations(memory.id)} if memory.parent_id is None else set()
+            decided["supersede" if memory.parent_id is not None else "similar" if "related" in kinds else "new"] += 1
+        latest = store.conn.execute("SELECT COUNT(*) FROM memories WHERE is_latest = 1").fetchone()[0]
+    return {"latest_memories": latest, "remember": summary_ms(wall, cpu), "decisions": decided,
+            "postings_build_s": round(build.wall, 2), "load_average_before": load_before,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
+
+
+def _size(text: str) -> int:
+    """'10k', '1m' or '250000' as a number of memories (memlens.bench's parse_size, which imports this module)."""
+    t = text.strip().lower().replace("_", "")
+    factor = 1_000_000 if t.endswith("m") else 1_000 if t.endswith("k") else 1
+    return int(float(t.rstrip("km")) * factor)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memlens.bench.supersede_bench --size 1m``: remember() p50 on a copy of the generated store."""
+    import argparse
+    import json
+    import tempfile
+
+    from memlens.bench import stores
+
+    parser = argparse.ArgumentParser(prog="python -m memlens.bench.supersede_bench", description=main.__doc__)
+    parser.add_argument("--size", action="append", help="memories in the generated store (10k, 100k, 1m; repeatable; default 1m)")
+    parser.add_argument("--calls", type=int, default=500, help="timed remember() calls (default 500)")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed calls first (default 50)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cache-dir", type=Path, default=stores.DEFAULT_CACHE)
+    parser.add_argument("--full", action="store_true", help="the whole benchmark (agreement with an exact scan too; slow at 1m)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    gen = Generator(args.seed)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="memlens-supersede-") as tmp:
+        for text in args.size or ["1m"]:
+            size = _size(text)
+            built = stores.cached_store(size, args.seed, args.cache_dir)
+            copy = stores.work_copy(built, Path(tmp))
+            if args.full:
+                results[str(size)] = run(copy, gen, scan_calls=20 if size <= 100_000 else 3)
+            else:
+                results[str(size)] = remember_timing(copy, gen, calls=args.calls, warmup=args.warmup)
+            copy.unlink()
+            if not args.json:
+                r = results[str(size)]
+                rem = r["remember"]
+                print(f"{size:>9,}  remember p50 {rem['p50_ms']:.2f} ms wall / {rem['cpu_p50_ms']:.2f} ms CPU, "
+                      f"p95 {rem['p95_ms']:.2f} / {rem['cpu_p95_ms']:.2f}, {rem['calls']} calls; "
+                      f"{r.get('decisions', r.get('agreement', {}).get('decisions'))}; "
+                      f"load {r.get('load_average_before', '')} -> {r.get('load_average_after', os.getloadavg())}", flush=True)  # fmt: skip
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
