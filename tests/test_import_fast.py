@@ -23,9 +23,10 @@ from memlens.storage import bulk
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
 
-def _reference_insert_new(conn: Any, insert_sql: str, rows: Any, fts_rows: Any) -> None:
+def _reference_insert_new(conn: Any, insert_sql: str, rows: Any, fts_rows: Any, **_given: Any) -> None:
     """What the bulk paths did before: plain executemany, the trigger indexing row by row; then each row's context
-    and dates set by an UPDATE, the update trigger indexing them (schema 11)."""
+    and dates set by an UPDATE, the update trigger indexing them (schema 11). Dates a caller computed itself
+    (``dates_given``) are computed again here by SQL, so a difference shows in the rows."""
     if rows:
         conn.executemany(insert_sql, rows)
         ids = [fts[0] for fts in fts_rows]
@@ -48,6 +49,7 @@ def _records() -> list[dict[str, Any]]:
         "パスワードは秘密です、ソウルの 비밀번호 도 있습니다",
         "plain words about the release branch and the cache",
         "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789",
+        "We ship tomorrow morning, as agreed last week; remember this",  # date words, a cue for the importance
     ]
     recs: list[dict[str, Any]] = []
     for i in range(60):
@@ -254,3 +256,44 @@ def test_json_text_matches_to_json() -> None:
 
     for value in ([], {}, ["a", "密码"], {"b": 1, "a": [None]}, [0], {"": ""}):
         assert bulk.json_text(value) == to_json(value)
+
+
+@pytest.mark.parametrize("length", [10, 1999, 2000, 2001, 5000])
+@pytest.mark.parametrize("cue_at", ["start", "end"])
+def test_prepared_importance_and_text_importance_are_the_definitions(length: int, cue_at: str) -> None:
+    """The bulk path computes the cold-start importance once and reuses it as the text importance where the text is
+    short enough for the two to be the same thing (memories._TEXT_IMPORTANCE_CHARS)."""
+    from memlens import decay
+    from memlens.storage import memories
+
+    cue = "remember this: the deadline moved. "
+    filler = "plain words " * (length // 12 + 1)
+    content = (cue + filler)[:length] if cue_at == "start" else (filler + cue)[-length:]
+    batch = memories.prepare_batch((0, [{"content": content}, {"content": content, "importance": 0.3}]), now=T0, cfg=decay.DecayConfig())
+    columns = [c.strip() for c in memories._BULK_INSERT.split("(", 1)[1].split(")", 1)[0].split(",")]
+    assert tuple(c for c in columns if c not in ("id", "chain_id")) == _ROW_NAMES
+    first, second = (dict(zip(_ROW_NAMES, row, strict=True)) for row in batch.rows)
+    assert first["importance"] == decay.cold_start_importance(first["content"])
+    assert first["text_importance"] == second["text_importance"] == decay.text_importance(first["content"])
+    assert second["importance"] == 0.3
+    assert memories.MemoryRepository.prepare_record({"content": content}, 0, T0)["importance"] == first["importance"]
+
+
+_ROW_NAMES = ("layer", "type", "title", "content", "project", "session_id", "tags", "importance", "origin", "source_ref", "created_at",
+              "updated_at", "last_accessed_at", "forget_after", "pinned", "metadata", "token_count", "fade_at", "content_hash",
+              "source_confidence", "text_importance", "index_dates")  # fmt: skip
+
+
+def test_text_importance_reads_the_first_2000_characters() -> None:
+    from memlens import decay
+    from memlens.storage import memories
+
+    text = "x" * memories._TEXT_IMPORTANCE_CHARS + " remember this"
+    assert decay.text_importance(text) == decay.cold_start_importance(text[: memories._TEXT_IMPORTANCE_CHARS]) != decay.cold_start_importance(text)
+    assert decay.text_importance(text[:-1]) == decay.cold_start_importance(text[: memories._TEXT_IMPORTANCE_CHARS])
+
+
+@pytest.mark.parametrize("sample", _SAMPLES + _SECRETS + ["a plain ascii line", "title cut at a word…", "tags [\"ops\",\"密码\"]"])
+def test_indexed_is_index_text(sample: str) -> None:
+    assert bulk.indexed(sample) == text.index_text(sample)
+    assert bulk.fts_text(sample, sample, sample) == (text.index_text(sample),) * 3

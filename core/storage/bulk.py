@@ -37,7 +37,8 @@ R = TypeVar("R")
 FTS_INSERT_TRIGGER = "memories_fts_insert"
 #: The trigger that re-indexes a row whose indexed columns change: dropped too while new rows get their context.
 FTS_UPDATE_TRIGGER = "memories_fts_update"
-_FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags, context, dates) VALUES (?, ?, ?, ?, ?, ?)"
+#: The columns in the order of an FTS row as the bulk writers build it: the context, known last, at the end.
+_FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags, dates, context) VALUES (?, ?, ?, ?, ?, ?)"
 #: Loads smaller than this are prepared in this process: starting a worker costs a few tenths of a second.
 PARALLEL_MIN_RECORDS = 20_000
 #: Batches handed to the worker ahead of the writer (two keep it busy while one is written).
@@ -65,15 +66,33 @@ class FtsText(NamedTuple):
     tags: str
 
 
+def indexed(text: str) -> str:
+    """``index_text(text)``: an ASCII text is indexed as it is (no CJK run to split, no symbol to spell out, and NFC
+    leaves it unchanged), so it skips the work."""
+    return text if text.isascii() else index_text(text)
+
+
 def fts_text(title: str, content: str, tags_json: str) -> FtsText:
     """The FTS row of a memory with this title, content and tags JSON, as ``memories_fts_insert`` would index it."""
-    return FtsText(index_text(title), index_text(content), index_text(tags_json))
+    return FtsText(indexed(title), indexed(content), indexed(tags_json))
 
 
-def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, ...]], fts_rows: Sequence[tuple[int, str, str, str]]) -> None:
-    """Insert new memories (``insert_sql`` over ``rows``, storing ``index_dates`` with ``ml_date_terms``) and their
-    full-text rows ``(id, title, content, tags)`` as :func:`fts_text` gives them, inside the caller's write
-    transaction, without the per-row FTS trigger.
+def insert_new(
+    conn: db.Connection,
+    insert_sql: str,
+    rows: Sequence[tuple[Any, ...]],
+    fts_rows: Sequence[tuple[Any, ...]],
+    *,
+    dates_given: bool = False,
+    in_session: Sequence[int] | None = None,
+) -> None:
+    """Insert new memories (``insert_sql`` over ``rows``) and their full-text rows ``(id, title, content, tags)``
+    as :func:`fts_text` gives them, inside the caller's write transaction, without the per-row FTS trigger.
+
+    ``insert_sql`` stores each row's ``index_dates`` with ``ml_date_terms`` in its VALUES; or, with
+    ``dates_given``, the rows carry it (as :func:`memlens.storage.index_context.dates_of` gives it) and each FTS row
+    has a fifth item, those dates as FTS5 indexes them (:func:`indexed`). ``in_session``: the ids of the new
+    memories that have a session, when the caller knows (only they can have a context).
 
     Each new memory gets the indexed context and dates the trigger path gives it (see
     :mod:`memlens.storage.index_context`), computed once all of them are in (a turn's previous turn may be in the
@@ -95,19 +114,27 @@ def insert_new(conn: db.Connection, insert_sql: str, rows: Sequence[tuple[Any, .
             dropped.append(row[0])
     conn.executemany(insert_sql, rows)
     ids = [fts[0] for fts in fts_rows]
-    # The dates were stored by the INSERT (ml_date_terms in its VALUES); the context needs every new row in place.
-    derived: dict[int, tuple[str, str]] = {}
-    sql = f"SELECT b.id, b.index_dates, {context_sql('b')} FROM memories b WHERE b.id IN ({{marks}})"
-    for memory_id, dates, context in db.select_in(conn, sql, ids):
-        derived[memory_id] = (context, dates)
-    conn.executemany("UPDATE memories SET index_context = ? WHERE id = ?", [(context, memory_id) for memory_id, (context, _dates) in derived.items() if context])
-    conn.executemany(
-        _FTS_INSERT,
-        [(*fts, index_text(derived[fts[0]][0]), index_text(derived[fts[0]][1])) for fts in fts_rows],
-    )
+    if dates_given:
+        # A memory without a session has no context (context_sql's CASE): only the others are read back.
+        wanted = ids if in_session is None else list(in_session)
+        sql = f"SELECT b.id, {context_sql('b')} FROM memories b WHERE b.id IN ({{marks}}) AND b.session_id IS NOT NULL"
+        contexts: dict[int, str] = {memory_id: context for memory_id, context in db.select_in(conn, sql, wanted) if context}
+        fts_values = [(*fts, indexed(contexts[fts[0]]) if fts[0] in contexts else "") for fts in fts_rows]
+    else:
+        # The dates were stored by the INSERT (ml_date_terms in its VALUES); the context needs every new row in place.
+        derived: dict[int, tuple[str, str]] = {}
+        sql = f"SELECT b.id, b.index_dates, {context_sql('b')} FROM memories b WHERE b.id IN ({{marks}})"
+        for memory_id, dates, context in db.select_in(conn, sql, ids):
+            derived[memory_id] = (context, dates)
+        contexts = {memory_id: context for memory_id, (context, _dates) in derived.items() if context}
+        fts_values = [(*fts, indexed(derived[fts[0]][1]), indexed(derived[fts[0]][0])) for fts in fts_rows]
+    if contexts:
+        conn.executemany("UPDATE memories SET index_context = ? WHERE id = ?", [(context, memory_id) for memory_id, context in contexts.items()])
+    conn.executemany(_FTS_INSERT, fts_values)
     for trigger_sql in dropped:
         conn.execute(trigger_sql)
-    refresh_after_insert(conn, ids)
+    # Only a memory in a session can be another's previous turn, so the new ones in a session are all it needs.
+    refresh_after_insert(conn, ids if in_session is None else in_session)
 
 
 def chunks(items: Iterable[T], size: int) -> Iterator[tuple[int, list[T]]]:

@@ -333,68 +333,39 @@ class MemoryRepository:
     def prepare_record(record: Mapping[str, Any], position: int, now: datetime) -> dict[str, Any]:
         """A ``remember_many`` record checked and redacted, as :meth:`insert_memory`'s keyword arguments;
         InvalidInput names the record's ``position``."""
-        try:
-            if not isinstance(record, Mapping):
-                raise InvalidInput("a record must be a mapping")
-            type_ = check_type(record.get("type", "fact"))
-            text, found = redact(check_text(record.get("content"), "content"))
-            title = record.get("title")
-            meta = redacted_metadata(record.get("metadata"), found)
-            imp = check_importance(record.get("importance"))
-            created = record.get("created_at") or now
-            if not isinstance(created, datetime) or created.tzinfo is None:
-                raise InvalidInput("created_at must be an aware datetime")
-            return {
-                "content": text,
-                "title": redact(check_text(title, "title"))[0][:300] if title is not None else default_title(text),
-                "type_": type_,
-                "layer": check_layer(record.get("layer"), type_),
-                "project": check_optional_name(record.get("project"), "project"),
-                "session_id": check_optional_name(record.get("session_id"), "session_id"),
-                "tags": check_tags(record.get("tags")),
-                "importance": imp if imp is not None else decay.cold_start_importance(text),
-                "ttl_days": check_ttl(record.get("ttl_days")),
-                "metadata": meta,
-                "source_ref": check_optional_name(record.get("source_ref"), "source_ref"),
-                "origin": check_origin(record.get("origin", Origin.IMPORT)),
-                "pinned": bool(record.get("pinned", False)),
-                "now": created,
-            }
-        except InvalidInput as exc:
-            raise InvalidInput(f"record {position}: {exc}") from None
+        return _checked(record, position, now, _Checks())[0]
 
-    def _store_batch(self, batch: list[PreparedRecord], detect: bool, now: datetime) -> int:
+    def _store_batch(self, batch: PreparedBatch, detect: bool, now: datetime) -> int:
         with self.ctx.write() as conn:
             if detect:
-                ids = [self.insert_memory(conn, detect=True, audit=False, **p.record) for p in batch if p.record is not None]
+                assert batch.records is not None
+                ids = [self.insert_memory(conn, detect=True, audit=False, **record) for record in batch.records]
             else:
                 ids = self._bulk_insert(conn, batch)
             self.ctx.audit(conn, "remember_many", ids if len(ids) <= 1000 else [], {"count": len(ids), "first_id": ids[0], "last_id": ids[-1]}, now)
-        return len(batch)
+        return len(batch.rows)
 
-    def _bulk_insert(self, conn: db.Connection, batch: list[PreparedRecord]) -> list[int]:
-        for p in batch:
-            if p.row[_SESSION_AT] is not None:
-                ensure_session(conn, p.row[_SESSION_AT], p.row[_PROJECT_AT], p.row[_CREATED_AT])
+    def _bulk_insert(self, conn: db.Connection, batch: PreparedBatch) -> list[int]:
+        for at in batch.in_session:
+            row = batch.rows[at]
+            ensure_session(conn, row[_SESSION_AT], row[_PROJECT_AT], row[_CREATED_AT])
         start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM memories").fetchone()[0]
         seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
         first_id = max(start, seq[0] if seq else 0) + 1
-        ids = range(first_id, first_id + len(batch))
-        # The chain of a new memory is the memory itself: its id goes in twice (see _row_values).
-        rows = [(memory_id, *p.row[:_CHAIN_AT], memory_id, *p.row[_CHAIN_AT:]) for memory_id, p in zip(ids, batch, strict=True)]
-        tag_rows = [(t, memory_id) for memory_id, p in zip(ids, batch, strict=True) for t in p.tags]
+        ids = range(first_id, first_id + len(batch.rows))
+        # The chain of a new memory is the memory itself: its id goes in twice (?1, see the INSERT).
         bulk.insert_new(
             conn,
-            "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, "
-            "source_ref, created_at, updated_at, last_accessed_at, chain_id, forget_after, pinned, metadata, "
-            "token_count, fade_at, content_hash, source_confidence, text_importance, index_dates) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ml_date_terms(?5, ?12))",
-            rows,
-            [(memory_id, *p.fts) for memory_id, p in zip(ids, batch, strict=True)],
+            _BULK_INSERT,
+            [(memory_id, *row) for memory_id, row in zip(ids, batch.rows, strict=True)],
+            [(memory_id, *fts) for memory_id, fts in zip(ids, batch.fts, strict=True)],
+            dates_given=True,
+            in_session=[ids[at] for at in batch.in_session],
         )
+        tag_rows = [(tag, ids[at]) for at, tags in batch.tags for tag in tags]
         if tag_rows:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
-        supersede.index_latest_many(conn, [(memory_id, frozenset(p.tokens.split())) for memory_id, p in zip(ids, batch, strict=True)])
+        supersede.index_latest_many(conn, [(memory_id, frozenset(tokens.split())) for memory_id, tokens in zip(ids, batch.tokens, strict=True)])
         return list(ids)
 
     # relations --------------------------------------------------------------------------------------------------
@@ -794,57 +765,142 @@ class MemoryRepository:
             last = rows[-1][0]
 
 
-class PreparedRecord(NamedTuple):
-    """A ``remember_many`` record ready to write: the values of its row but the id and chain id (see
-    :meth:`MemoryRepository._bulk_insert`), its tags, its similarity tokens joined by spaces (a string crosses from
-    a worker process several times faster than a set), its full-text row, and (for ``supersede=True``, which
-    writes one record at a time) :meth:`MemoryRepository.insert_memory`'s arguments."""
+class PreparedBatch(NamedTuple):
+    """A batch of ``remember_many`` records ready to write, column by column (a few lists cross from a worker
+    process faster than an object a record): each record's row values but the id (see
+    :meth:`MemoryRepository._bulk_insert`), its full-text row (title, content, tags and dates as FTS5 indexes them;
+    the context is the store's to give), its similarity tokens joined by spaces (a string crosses several times
+    faster than a set), the tags of the records that have any and which records are in a session (by position in
+    the batch), and (for ``supersede=True``, which writes one record at a time) :meth:`MemoryRepository.insert_memory`'s
+    arguments."""
 
-    row: tuple[Any, ...]
-    tags: tuple[str, ...]
-    tokens: str
-    fts: bulk.FtsText
-    record: dict[str, Any] | None
+    rows: list[tuple[Any, ...]]
+    fts: list[tuple[str, str, str, str]]
+    tokens: list[str]
+    tags: list[tuple[int, tuple[str, ...]]]
+    in_session: list[int]
+    records: list[dict[str, Any]] | None
 
 
-# Positions in a PreparedRecord row: where the chain id goes (after ``last_accessed_at``), and what a session needs.
-_PROJECT_AT, _SESSION_AT, _CREATED_AT, _CHAIN_AT = 4, 5, 10, 13
+#: How much of a text :func:`memlens.decay.text_importance` reads (tests/test_import_fast.py checks it).
+_TEXT_IMPORTANCE_CHARS = 2000
+# Positions in a PreparedBatch row: what a session needs.
+_PROJECT_AT, _SESSION_AT, _CREATED_AT = 4, 5, 10
+_BULK_INSERT = (
+    "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "
+    "created_at, updated_at, last_accessed_at, chain_id, forget_after, pinned, metadata, token_count, fade_at, "
+    "content_hash, source_confidence, text_importance, index_dates) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?1, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"
+)
 
 
-def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, cfg: decay.DecayConfig, with_record: bool = False) -> list[PreparedRecord]:
+class _Checks:
+    """The checks of values that repeat from record to record (type, layer, origin), each made once a batch:
+    the same value always gives the same answer."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, str] = {}
+        self.layers: dict[tuple[str, str], str] = {}
+        self.origins: dict[str, str] = {}
+
+    def type_(self, value: Any) -> str:
+        if not isinstance(value, str):
+            return check_type(value)
+        checked = self.types.get(value)
+        if checked is None:
+            checked = self.types[value] = check_type(value)
+        return checked
+
+    def layer(self, value: Any, type_: str) -> str:
+        if value is not None and not isinstance(value, str):
+            return check_layer(value, type_)
+        key = (value or "", type_)
+        checked = self.layers.get(key)
+        if checked is None:
+            checked = self.layers[key] = check_layer(value, type_)
+        return checked
+
+    def origin(self, value: Any) -> str:
+        if not isinstance(value, str):
+            return check_origin(value)
+        checked = self.origins.get(value)
+        if checked is None:
+            checked = self.origins[value] = check_origin(value)
+        return checked
+
+
+def _checked(record: Mapping[str, Any], position: int, now: datetime, checks: _Checks) -> tuple[dict[str, Any], float]:
+    """:meth:`MemoryRepository.prepare_record`, and the text's :func:`memlens.decay.text_importance` (computed once
+    for both: a text of up to 2,000 characters has the cold-start importance as its text importance)."""
+    try:
+        if not isinstance(record, Mapping):
+            raise InvalidInput("a record must be a mapping")
+        type_ = checks.type_(record.get("type", "fact"))
+        text, found = redact(check_text(record.get("content"), "content"))
+        title = record.get("title")
+        meta = redacted_metadata(record.get("metadata"), found)
+        imp = check_importance(record.get("importance"))
+        created = record.get("created_at") or now
+        if not isinstance(created, datetime) or created.tzinfo is None:
+            raise InvalidInput("created_at must be an aware datetime")
+        text_importance = decay.text_importance(text)
+        if imp is None:
+            imp = text_importance if len(text) <= _TEXT_IMPORTANCE_CHARS else decay.cold_start_importance(text)
+        return {
+            "content": text,
+            "title": redact(check_text(title, "title"))[0][:300] if title is not None else default_title(text),
+            "type_": type_,
+            "layer": checks.layer(record.get("layer"), type_),
+            "project": check_optional_name(record.get("project"), "project"),
+            "session_id": check_optional_name(record.get("session_id"), "session_id"),
+            "tags": check_tags(record.get("tags")),
+            "importance": imp,
+            "ttl_days": check_ttl(record.get("ttl_days")),
+            "metadata": meta,
+            "source_ref": check_optional_name(record.get("source_ref"), "source_ref"),
+            "origin": checks.origin(record.get("origin", Origin.IMPORT)),
+            "pinned": bool(record.get("pinned", False)),
+            "now": created,
+        }, text_importance
+    except InvalidInput as exc:
+        raise InvalidInput(f"record {position}: {exc}") from None
+
+
+def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, cfg: decay.DecayConfig, with_record: bool = False) -> PreparedBatch:
     """The records of ``chunk`` (the position of its first record, and the records) checked, redacted and turned
     into rows; InvalidInput names the first bad record's position. Needs nothing of the store, so a worker
     process can run it (:func:`memlens.storage.bulk.prepared_in_order`)."""
     start, records = chunk
-    return [_prepared(MemoryRepository.prepare_record(record, start + offset, now), cfg, with_record) for offset, record in enumerate(records)]
+    batch = PreparedBatch([], [], [], [], [], [] if with_record else None)
+    checks = _Checks()
+    for offset, record in enumerate(records):
+        rec, text_importance = _checked(record, start + offset, now, checks)
+        _add(batch, rec, text_importance, cfg)
+    return batch
 
 
-def _prepared(rec: dict[str, Any], cfg: decay.DecayConfig, with_record: bool) -> PreparedRecord:
+def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> None:
     ts = ts_from_dt(rec["now"])
-    tokens = similarity_tokens(rec["content"])
+    content = rec["content"]
+    tokens = similarity_tokens(content)
     ttl = rec["ttl_days"]
     tags = bulk.json_text(list(rec["tags"]))
-    row = (
-        rec["layer"],
-        rec["type_"],
-        rec["title"],
-        rec["content"],
-        rec["project"],
-        rec["session_id"],
-        tags,
-        rec["importance"],
-        rec["origin"],
-        rec["source_ref"],
-        ts,
-        ts,
-        ts,
-        ts + ttl * 86400.0 if ttl is not None else None,
-        int(rec["pinned"]),
-        bulk.json_text(rec["metadata"]),
-        len(tokens),
-        decay.sweep_fade_at(rec["layer"], rec["type_"], rec["importance"], ts, 0, rec["pinned"], cfg),
-        content_hash(rec["content"]),
-        source_confidence_for(rec["origin"]),
-        decay.text_importance(rec["content"]),
-    )
-    return PreparedRecord(row, rec["tags"], " ".join(tokens), bulk.fts_text(rec["title"], rec["content"], tags), rec if with_record else None)
+    layer, type_, importance, origin, pinned = rec["layer"], rec["type_"], rec["importance"], rec["origin"], rec["pinned"]
+    # index_dates is stored as ml_date_terms(content, created_at) would store it (memlens.db), computed here
+    # instead of in an SQL callback of the writer's.
+    dates = index_context.dates_of(content, ts)
+    at = len(batch.rows)
+    batch.rows.append((
+        layer, type_, rec["title"], content, rec["project"], rec["session_id"], tags, importance, origin, rec["source_ref"],
+        ts, ts, ts, ts + ttl * 86400.0 if ttl is not None else None, int(pinned), bulk.json_text(rec["metadata"]), len(tokens),
+        decay.sweep_fade_at(layer, type_, importance, ts, 0, pinned, cfg), content_hash(content), source_confidence_for(origin),
+        text_importance, dates,
+    ))  # fmt: skip
+    batch.fts.append((*bulk.fts_text(rec["title"], content, tags), bulk.indexed(dates)))
+    batch.tokens.append(" ".join(tokens))
+    if rec["tags"]:
+        batch.tags.append((at, rec["tags"]))
+    if rec["session_id"] is not None:
+        batch.in_session.append(at)
+    if batch.records is not None:
+        batch.records.append(rec)
