@@ -80,6 +80,10 @@ class MemoryFilter:
         return any(getattr(self, f.name) not in (None, ()) for f in fields(self) if not f.name.startswith("include_"))
 
 
+#: The filter of a call that passes none: the latest, unexpired memories.
+_NO_FILTER = MemoryFilter()
+
+
 def filter_sql(memory_filter: MemoryFilter, now: datetime, *, alias: str = "m") -> tuple[list[str], list[Any]]:
     """The filter as SQL conditions over the ``memories`` table (named ``alias``) and their parameters.
 
@@ -152,6 +156,8 @@ def resolve_filter(memory_filter: MemoryFilter | None, keywords: FilterKeywords)
     Methods take the filter keywords (``layers=...``) or ``filter=MemoryFilter(...)``; passing both is refused
     rather than silently merged, and so are ``latest_only`` and ``include_superseded`` that contradict each other.
     """
+    if memory_filter is None and not keywords:
+        return _NO_FILTER  # the common call (no filter at all): a frozen filter, made and checked once
     given: dict[str, Any] = dict(keywords)
     unknown = given.keys() - FilterKeywords.__optional_keys__
     if unknown:

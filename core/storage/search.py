@@ -502,6 +502,14 @@ class SearchRepository:
         """Candidate rows with their bm25 appended for ``(id, bm25)`` pairs, from the kept rows; those not kept yet
         are read by id (and kept). A memory forgotten since the ranked statement is left out."""
         kept = self._rows
+        rows: list[tuple[Any, ...]] = []
+        for memory_id, score in ranked:
+            row = kept.get(memory_id)
+            if row is None:
+                break
+            rows.append(row + (score,))  # noqa: RUF005 - concatenation: half the time of (*row, score) here
+        else:
+            return rows  # all kept: the usual case once a few searches ran
         found = {memory_id: kept[memory_id] for memory_id, _score in ranked if memory_id in kept}
         if len(found) < len(ranked):
             sql = f"SELECT {self._candidate_columns(conn)}, 0.0 FROM memories m WHERE m.id IN ({{marks}})"
@@ -741,12 +749,13 @@ def blend_retention(
     # The composite score from the candidate row's numbers; the text part comes stored (or computed in SQL) as
     # text_importance, so no candidate's text is read here.
     retention_of = decay.retention_scorer(config, now)
+    keep = 1.0 - bias
     for candidate in sorted(found.values(), key=lambda c: -c.relevance):
         relevance, row = candidate.relevance, candidate.row
-        if (1.0 - bias) * relevance + bias < kth_best:
+        if keep * relevance + bias < kth_best:
             break  # even a perfect retention score could not lift this one (or any after it) into the results
         retention = retention_of(row[_IMPORTANCE], row[_ACCESSED], row[_ACCESSES], row[_TEXT_IMPORTANCE])
-        score = (1.0 - bias) * relevance + bias * retention
+        score = keep * relevance + bias * retention
         # Only a resolved conflict lowers source_confidence under 0.5 (every origin starts at 0.7 or more): the
         # side it went against ranks below the side that won, and is still found (history, core/conflicts.py).
         confidence = row[_CONFIDENCE] / 0.5
@@ -756,10 +765,12 @@ def blend_retention(
             penalty = (1.0 - tuning.context_factor) * score
             score -= penalty
         ranked.append((score, candidate.bm25, row[_ID], candidate, retention, penalty))
-        heapq.heappush(best_scores, score)
-        if len(best_scores) > limit:
-            heapq.heappop(best_scores)
-        if len(best_scores) == limit:
+        if len(best_scores) < limit:
+            heapq.heappush(best_scores, score)
+            if len(best_scores) == limit:
+                kth_best = best_scores[0]
+        else:
+            heapq.heappushpop(best_scores, score)
             kth_best = best_scores[0]
     ranked.sort(key=lambda r: (-r[0], r[1], -r[2]))
     return [(score, candidate, retention, penalty) for score, _bm25, _id, candidate, retention, penalty in ranked[:limit]]
