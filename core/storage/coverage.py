@@ -68,23 +68,29 @@ def apply(
     if weight <= 0.0 or len(terms) < 2 or not rows:
         return rows, Coverage(len(terms), {})
     tests = [needles(term) for term in terms]
+    # Words (one stem each, starting a word) and the rest (substrings, any of them), tested as holds() does.
+    stems = [wanted[0] for wanted, word_start in tests if word_start]
+    substrings = [wanted for wanted, word_start in tests if not word_start]
     asked = len(terms)
+    factors = [1.0 - weight + weight * held / asked for held in range(asked + 1)]
     texts = (folds or FoldedTexts()).fold(rows, text_at)
     found: dict[int, tuple[int, float, float]] = {}
     scaled: list[tuple[Any, ...]] = []
     for row, text in zip(rows, texts, strict=True):
         # held = sum(holds(term)(text) for term in terms), inline: fifty candidates and a few terms a search.
         held = 0
-        for wanted, word_start in tests:
+        for stem in stems:
+            at = text.find(stem)
+            while at > 0 and text[at - 1].isalnum():
+                at = text.find(stem, at + 1)
+            if at != -1:
+                held += 1
+        for wanted in substrings:
             for needle in wanted:
-                at = text.find(needle)
-                if at != -1 and word_start:
-                    while at > 0 and text[at - 1].isalnum():
-                        at = text.find(needle, at + 1)
-                if at != -1:
+                if needle in text:
                     held += 1
                     break
-        factor = 1.0 - weight + weight * held / asked
+        factor = factors[held]
         bm25 = row[-1]
         found[row[0]] = (held, factor, bm25)
         scaled.append(row[:-1] + (bm25 * factor,))  # noqa: RUF005 - concatenation: faster than unpacking a long row

@@ -640,6 +640,8 @@ class SearchRepository:
         (the reply to a question, the outcome of a call) often answers the query without sharing its words, and the
         memory before it sets it up. A share is at most 1, so a neighbour never outranks the hit that brought it in.
         """
+        if all(c.row[_SESSION] is None for c in found.values()):
+            return  # no candidate is part of a session: there are no neighbours to find
         filters = _and(where)
         columns = self._candidate_columns(conn)
         steps = ((">", "ASC", tuning.next_turn_share), ("<", "DESC", tuning.previous_turn_share))
