@@ -19,7 +19,14 @@ Search ranks in five stages, each a function below, with their constants in
 5. **retention blend** (:func:`blend_retention`): ``(1 - rank_bias) * relevance + rank_bias * retention``, with
    hits lacking every context tag demoted. Retention's text part is read from ``memories.text_importance``.
 
-Snippets are made for the returned hits only.
+Snippets are made for the returned hits only, and a hit's Memory when it is first read (:meth:`Hit.deferred`).
+
+Stage 1 reads each candidate's whole row (the memory's columns and ``text_importance``), so term coverage and the
+returned hits need no further read. Between searches a store's search keeps the terms' match counts and those
+rows while the store does not change (:meth:`SearchRepository._sync`: ``PRAGMA data_version`` for other
+connections' commits, ``total_changes`` for this one's writes), and the candidates' folded texts by the text they
+came from (never stale). With rows kept, FTS5 ranks alone for the default filters (latest, unexpired: tested on the
+kept rows), or joined to ``memories`` for the others.
 
 Every read holds the store's read lock (:meth:`StoreContext.read`); the query's embedding, a network call, is
 fetched before the lock is taken.
