@@ -37,6 +37,8 @@ from memlens.storage.validation import check_count, check_id, check_text, check_
 from memlens.text import similarity_tokens, token_key
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from memlens.llm import ChatClient
     from memlens.storage.memories import MemoryRepository
     from memlens.store import MemoryStore
@@ -563,7 +565,8 @@ def candidate_ids(
         return []
     index = postings if postings is not None else SimilarityPostings()
     index.sync(conn)
-    keys.sort(key=lambda k: (index.doc_frequency(k), k))
+    frequency = dict(zip(keys, index.doc_frequencies(keys), strict=True))
+    keys.sort(key=lambda k: (frequency[k], k))
     found: list[np.ndarray] = []
     read = 0
     for i, key in enumerate(keys):
@@ -574,13 +577,17 @@ def candidate_ids(
         read += len(holders)
     if not read:
         return []
-    ids, shared = np.unique(np.concatenate(found), return_counts=True)
+    # Each holder list is sorted: a merge sort of their concatenation is several times faster than np.unique's.
+    every = np.concatenate(found)
+    every.sort(kind="stable")
+    starts = np.flatnonzero(np.concatenate(([True], every[1:] != every[:-1])))
+    ids, shared = every[starts], np.diff(np.append(starts, len(every)))
     keep = index.alive(ids) & (ids != memory.id)
     ids, shared = ids[keep], shared[keep]
-    best = np.lexsort((-ids, -shared))[: limit * 5]  # most shared words first, then the newest
-    order = {int(mid): rank for rank, mid in enumerate(ids[best].tolist())}
-    if not order:
+    ranked = _most_shared(ids, shared, limit * 5)  # most shared words first, then the newest
+    if not ranked:
         return []
+    order = {mid: rank for rank, mid in enumerate(ranked)}
     marks = ",".join("?" * len(order))
     rows = conn.execute(
         # The unary + keeps SQLite on the id lookups: with an index on layer it scanned every semantic memory.
@@ -589,6 +596,24 @@ def candidate_ids(
         (*order, now_ts, memory.project, memory.project),
     ).fetchall()
     return sorted((r[0] for r in rows), key=order.__getitem__)[:limit]
+
+
+def _most_shared(ids: np.ndarray, shared: np.ndarray, count: int) -> list[int]:
+    """The ``count`` first of ``ids`` (ascending) by most ``shared``, then highest id: what a lexsort of them all on
+    (-shared, -id) puts first, sorting only those above the cut."""
+    import numpy as np
+
+    if len(ids) <= count:
+        return [int(i) for i in ids[np.lexsort((-ids, -shared))].tolist()]
+    # The smallest share level that still fills ``count`` places: everything above it ranks first, then the
+    # highest ids at that level.
+    levels = np.bincount(shared)
+    above = np.cumsum(levels[::-1])[::-1]  # above[s]: how many share s or more
+    level = int(np.flatnonzero(above >= count)[-1])
+    higher = shared > level
+    top = ids[higher][np.lexsort((-ids[higher], -shared[higher]))]
+    at_level = ids[shared == level][::-1][: count - len(top)]
+    return [int(i) for i in np.concatenate((top, at_level)).tolist()]
 
 
 def _newer_older(x: Memory, y: Memory) -> tuple[Memory, Memory]:

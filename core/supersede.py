@@ -182,7 +182,7 @@ def find_best(
     by_key: dict[int, list[str]] = {}
     for tok in tokens:
         by_key.setdefault(key_number(token_key(tok)), []).append(tok)
-    df = {k: postings.doc_frequency(k) for k in by_key}
+    df = dict(zip(by_key, postings.doc_frequencies(list(by_key)), strict=True))
     key_of = {tok: k for k, toks in by_key.items() for tok in toks}
     # The rarest tokens first; a token nobody else holds costs nothing to probe.
     ordered = sorted(tokens, key=lambda t: (df[key_of[t]], t))

@@ -266,6 +266,19 @@ class SimilarityPostings:
         n = int(self._offsets[i + 1] - self._offsets[i]) if i < len(self._keys) and self._keys[i] == key else 0
         return n + len(self._delta.get(key, ()))
 
+    def doc_frequencies(self, keys: list[int]) -> list[int]:
+        """:meth:`doc_frequency` of each of ``keys``, in one search of the snapshot's keys."""
+        if not keys:
+            return []
+        wanted = np.array(keys, dtype=np.int64)
+        at = np.searchsorted(self._keys, wanted)
+        inside = at < len(self._keys)
+        found = np.zeros(len(keys), dtype=np.bool_)
+        found[inside] = self._keys[at[inside]] == wanted[inside]
+        sizes = np.where(found, self._offsets[np.minimum(at + 1, len(self._offsets) - 1)] - self._offsets[np.minimum(at, len(self._offsets) - 1)], 0)
+        delta = self._delta
+        return [int(n) + len(delta.get(k, ())) for k, n in zip(keys, sizes.tolist(), strict=True)]
+
     def holders(self, key: int) -> np.ndarray:
         """Ids that may hold ``key``: every latest memory that does, plus perhaps some that left (filter with
         :meth:`alive`)."""

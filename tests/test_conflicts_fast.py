@@ -90,3 +90,79 @@ def test_detect_gives_the_same_verdicts_with_a_cold_or_warm_cache() -> None:
     first = [detect(a, b) for a, b in itertools.pairwise(texts)]
     again = [detect(a, b) for a, b in itertools.pairwise(texts)]
     assert first == again
+
+
+def _old_candidate_ids(conn, memory, now_ts, *, limit, postings):
+    """candidate_ids as it was: a lexsort of every id found and one statement for fifty of them."""
+    import numpy as np
+
+    from memlens.supersede_postings import key_number
+    from memlens.text import similarity_tokens, token_key
+
+    keys = sorted({key_number(token_key(t)) for t in similarity_tokens(memory.content)})
+    if not keys:
+        return []
+    postings.sync(conn)
+    keys.sort(key=lambda k: (postings.doc_frequency(k), k))
+    found, read = [], 0
+    for i, key in enumerate(keys):
+        holders = postings.holders(key)
+        if i >= conflicts.MIN_PROBED_WORDS and read + len(holders) > conflicts.CANDIDATE_BUDGET:
+            break
+        found.append(holders.astype(np.int64))
+        read += len(holders)
+    if not read:
+        return []
+    ids, shared = np.unique(np.concatenate(found), return_counts=True)
+    keep = postings.alive(ids) & (ids != memory.id)
+    ids, shared = ids[keep], shared[keep]
+    best = np.lexsort((-ids, -shared))[: limit * 5]
+    order = {int(mid): rank for rank, mid in enumerate(ids[best].tolist())}
+    if not order:
+        return []
+    marks = ",".join("?" * len(order))
+    rows = conn.execute(
+        f"SELECT id FROM memories WHERE id IN ({marks}) AND +is_latest = 1 AND +layer = 'semantic' "
+        "AND (+forget_after IS NULL OR +forget_after > ?) AND (? IS NULL OR +project IS NULL OR +project = ?)",
+        (*order, now_ts, memory.project, memory.project),
+    ).fetchall()
+    return sorted((r[0] for r in rows), key=order.__getitem__)[:limit]
+
+
+def test_the_most_shared_are_what_a_lexsort_of_all_puts_first() -> None:
+    import numpy as np
+
+    from memlens.conflicts import _most_shared
+
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n = int(rng.integers(0, 400))
+        ids = np.unique(rng.integers(1, 5000, size=n))
+        shared = rng.integers(1, int(rng.integers(2, 8)), size=len(ids))
+        count = int(rng.integers(1, 80))
+        assert _most_shared(ids, shared, count) == ids[np.lexsort((-ids, -shared))][:count].tolist()
+
+
+def test_candidates_are_the_ones_the_single_statement_chose(db_path, t0) -> None:
+    from datetime import timedelta
+
+    from memlens import MemoryStore
+    from memlens.conflicts import candidate_ids
+    from memlens.models import ts_from_dt
+
+    rng = random.Random(6)
+    vocab = [f"w{i:03d}" for i in range(120)]
+    with MemoryStore.open(db_path) as store:
+        for i in range(400):
+            store.remember(
+                " ".join(rng.sample(vocab, rng.randint(3, 12))), layer=rng.choice(["semantic", "semantic", "procedural"]),
+                project=rng.choice([None, "a", "b"]), ttl_days=rng.choice([None, None, 0.01]), supersede=False,
+                now=t0 + timedelta(minutes=i),
+            )  # fmt: skip
+        rows = store.conn.execute("SELECT id FROM memories ORDER BY id DESC LIMIT 80").fetchall()
+        now_ts = ts_from_dt(t0 + timedelta(hours=2))
+        for (mid,) in rows:
+            memory = store.get(mid)
+            for limit in (1, 3, 10):
+                new = candidate_ids(store.conn, memory, now_ts, limit=limit, postings=store.ctx.postings)
+                assert new == _old_candidate_ids(store.conn, memory, now_ts, limit=limit, postings=store.ctx.postings)
