@@ -269,7 +269,25 @@ def _keyword_gates() -> tuple[tuple[str, re.Pattern[str]], ...]:
     for keyword in minimal:
         groups.setdefault(guard(keyword), []).append(keyword)
     # Compiled on first use, like the rules: the hook imports this module on every tool call.
-    return tuple((g, re.compile("|".join(re.escape(k) for k in words))) for g, words in groups.items())
+    return tuple((g, re.compile(_trie_pattern(words))) for g, words in groups.items())
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """A pattern matching exactly where one of ``words`` starts, with shared beginnings factored out
+    (``ke(?:nnwort|y)`` rather than ``kennwort|key``): at each place of the text the regex engine then tries one
+    branch a first letter instead of every word, which makes the search over plain prose about a third cheaper."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = ["" if ch == "" else re.escape(ch) + pattern(child) for ch, child in sorted(node.items())]
+        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+    return pattern(trie)
 
 
 def _rules_for(lowered: str) -> list[_Rule]:

@@ -293,7 +293,30 @@ def test_text_importance_reads_the_first_2000_characters() -> None:
     assert decay.text_importance(text[:-1]) == decay.cold_start_importance(text[: memories._TEXT_IMPORTANCE_CHARS])
 
 
-@pytest.mark.parametrize("sample", _SAMPLES + _SECRETS + ["a plain ascii line", "title cut at a word…", "tags [\"ops\",\"密码\"]"])
+@pytest.mark.parametrize(
+    "sample", _SAMPLES + _SECRETS + ["a plain ascii line", "title cut at a word…", "…", "e\u0301…", "…🔥…", "机器…", "tags [\"ops\",\"密码\"]", "a\u2026b"]
+)
 def test_indexed_is_index_text(sample: str) -> None:
     assert bulk.indexed(sample) == text.index_text(sample)
     assert bulk.fts_text(sample, sample, sample) == (text.index_text(sample),) * 3
+
+
+def test_keyword_gates_find_what_the_plain_alternation_finds() -> None:
+    """The gates' factored patterns match at exactly the places the words joined by | matched (what they replaced)."""
+    import random
+    import re
+
+    rng = random.Random(5)
+    alphabet = "akisbcxohdpyejvtnrwlmgu_-3:.<> 密码口令牌パスワード비밀번호парольñ"
+    texts = [variant.lower() for sample in _SECRETS + _SAMPLES for variant in (sample, f"note: {sample} end")]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))) for _ in range(3000)]
+    for guard, gate in redact._keyword_gates():
+        plain = re.compile("|".join(re.escape(k) for k in _gate_words(guard)))
+        for sample in texts:
+            assert [m.start() for m in gate.finditer(sample)] == [m.start() for m in plain.finditer(sample)], (guard, sample)
+
+
+def _gate_words(guard: str) -> list[str]:
+    """The minimal keywords of one gate's group, as redact._keyword_gates groups them."""
+    minimal = [k for k in redact._KEYWORDS if not any(other != k and other in k for other in redact._KEYWORDS)]
+    return [k for k in minimal if next((c for c in k if not (c.isascii() and c.isalpha()) and c not in ". "), "") == guard]

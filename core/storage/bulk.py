@@ -68,8 +68,11 @@ class FtsText(NamedTuple):
 
 def indexed(text: str) -> str:
     """``index_text(text)``: an ASCII text is indexed as it is (no CJK run to split, no symbol to spell out, and NFC
-    leaves it unchanged), so it skips the work."""
-    return text if text.isascii() else index_text(text)
+    leaves it unchanged), and so is one that only ends in the ellipsis of a cut title (U+2026 is punctuation, not
+    a symbol, and composes with nothing), so both skip the work."""
+    if text.isascii() or (text[-1] == "\u2026" and text[:-1].isascii()):
+        return text
+    return index_text(text)
 
 
 def fts_text(title: str, content: str, tags_json: str) -> FtsText:
