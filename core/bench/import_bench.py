@@ -148,16 +148,41 @@ def one_import(size: int, seed: int, path: Path) -> dict[str, Any]:
     }
 
 
+def profiled_import(size: int, seed: int, path: Path, top: int = 30) -> str:
+    """One :func:`one_import` under cProfile (the importing process; the worker's share shows as the wait in
+    ``prepared_in_order``): the functions by own time, and which code ran each statement kind (``execute``,
+    ``executemany``), as text. cProfile slows Python code more than SQLite's, so read shares, not totals."""
+    import cProfile
+    import io
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    result = one_import(size, seed, path)
+    profile.disable()
+    out = io.StringIO()
+    out.write(f"{result}\n")
+    stats = pstats.Stats(profile, stream=out).sort_stats("tottime")
+    stats.print_stats(top)
+    stats.print_callers("method 'execute")
+    return out.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m memlens.bench.import_bench``: one timed import (default), or the interleaved ratio (``--ratio``)."""
     parser = argparse.ArgumentParser(prog="python -m memlens.bench.import_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1_000_000, help="how many generated memories (default 1000000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--ratio", action="store_true", help="the interleaved comparison with the raw baseline instead")
+    parser.add_argument("--profile", action="store_true", help="one import under cProfile: where the importing process's time goes")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/memlens-import-bench"))
     args = parser.parse_args(argv)
     size = args.size
     args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        print(profiled_import(size, args.seed, args.workdir / f"one-{size}.db"))
+        _fresh(args.workdir / f"one-{size}.db")
+        return 0
     result = run(size, args.seed, args.workdir) if args.ratio else one_import(size, args.seed, args.workdir / f"one-{size}.db")
     width = max(len(k) for k in result)
     for key, value in result.items():
