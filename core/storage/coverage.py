@@ -76,20 +76,23 @@ def apply(
     texts = (folds or FoldedTexts()).fold(rows, text_at)
     found: dict[int, tuple[int, float, float]] = {}
     scaled: list[tuple[Any, ...]] = []
-    for row, text in zip(rows, texts, strict=True):
-        # held = sum(holds(term)(text) for term in terms), inline: fifty candidates and a few terms a search.
+    for row, (text, known) in zip(rows, texts, strict=True):
+        # held = sum(holds(term)(text) for term in terms), inline: fifty candidates and a few terms a search. What a
+        # text was found to hold is kept with it (`known`, by stem or by needles): the next query asks again.
         held = 0
         for stem in stems:
-            at = text.find(stem)
-            while at > 0 and text[at - 1].isalnum():
-                at = text.find(stem, at + 1)
-            if at != -1:
-                held += 1
+            has = known.get(stem)
+            if has is None:
+                at = text.find(stem)
+                while at > 0 and text[at - 1].isalnum():
+                    at = text.find(stem, at + 1)
+                has = known[stem] = at != -1
+            held += has
         for wanted in substrings:
-            for needle in wanted:
-                if needle in text:
-                    held += 1
-                    break
+            has = known.get(wanted)
+            if has is None:
+                has = known[wanted] = any(needle in text for needle in wanted)
+            held += has
         factor = factors[held]
         bm25 = row[-1]
         found[row[0]] = (held, factor, bm25)
@@ -125,6 +128,10 @@ def folded(text: str) -> str:
 _JOIN = "\x00"
 
 
+#: A folded text and what it was found to hold: by word stem (starting a word) or by a term's needles (any of them).
+Folded = tuple[str, dict[Any, bool]]
+
+
 class FoldedTexts:
     """Memories' own texts (:func:`own_text`) :func:`folded`, kept between searches by memory id together with the
     title, text and tags they were made from: a memory another process changed no longer equals what is kept and
@@ -135,14 +142,15 @@ class FoldedTexts:
 
     def __init__(self, budget: int = 2_000_000) -> None:
         self.budget = budget
-        self._kept: dict[int, tuple[str, str, str, str]] = {}
+        self._kept: dict[int, tuple[str, str, str, Folded]] = {}
         self._chars = 0
 
-    def fold(self, rows: Sequence[tuple[Any, ...]], text_at: tuple[int, int, int]) -> list[str]:
-        """Each row's own text folded, in order (its id first, its title, text and tags at ``text_at``)."""
+    def fold(self, rows: Sequence[tuple[Any, ...]], text_at: tuple[int, int, int]) -> list[Folded]:
+        """Each row's own text folded, in order (its id first, its title, text and tags at ``text_at``), with what
+        it was found to hold so far (see :func:`apply`)."""
         kept = self._kept
         title_at, content_at, tags_at = text_at
-        out: list[str | None] = []
+        out: list[Folded | None] = []
         missing: dict[int, tuple[str, str, str]] = {}
         for row in rows:
             title, content, tags = row[title_at], row[content_at], row[tags_at]
@@ -161,7 +169,7 @@ class FoldedTexts:
         parts = folded(joined).split(_JOIN) if joined.count(_JOIN) == len(texts) - 1 else []
         if len(parts) != len(texts):
             parts = [folded(text) for text in texts]
-        fresh = {memory_id: (*fields, text) for (memory_id, fields), text in zip(missing.items(), parts, strict=True)}
+        fresh = {memory_id: (*fields, (text, {})) for (memory_id, fields), text in zip(missing.items(), parts, strict=True)}
         size = sum(map(len, texts))
         if self._chars + size > self.budget:
             kept.clear()
