@@ -169,7 +169,9 @@ class FoldedTexts:
         parts = folded(joined).split(_JOIN) if joined.count(_JOIN) == len(texts) - 1 else []
         if len(parts) != len(texts):
             parts = [folded(text) for text in texts]
-        fresh = {memory_id: (*fields, (text, {})) for (memory_id, fields), text in zip(missing.items(), parts, strict=True)}
+        fresh: dict[int, tuple[str, str, str, Folded]] = {
+            memory_id: (*fields, (text, {})) for (memory_id, fields), text in zip(missing.items(), parts, strict=True)
+        }
         size = sum(map(len, texts))
         if self._chars + size > self.budget:
             kept.clear()
