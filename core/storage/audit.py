@@ -21,7 +21,7 @@ from typing import Any
 from memlens import db
 from memlens.errors import InvalidInput
 from memlens.models import utc_from_ts
-from memlens.storage import audit_seal
+from memlens.storage import audit_seal, checkpoint_writer
 from memlens.storage.audit_seal import Checkpoint
 from memlens.storage.context import GENESIS_HASH, MAX_INDEXED_TARGETS, StoreContext, audit_checkpoint, audit_hash, has_seal_table
 from memlens.storage.results import AuditCheck, AuditEntry
@@ -42,6 +42,7 @@ def verify_chain(conn: db.Connection, *, store_path: Path | str | None = None, p
 
     Takes a bare connection so that ``memlens doctor`` checks a file with the same walk the store uses.
     """
+    checkpoint_writer.flush_all()  # this process's own newest checkpoints first
     sid = audit_seal.store_id(conn)
     key = audit_seal.load_key(sid) if sid else None
     path = store_path if store_path is not None else _main_file(conn)

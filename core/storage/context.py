@@ -25,6 +25,7 @@ from memlens.config import StoreSettings
 from memlens.errors import InvalidInput, MemlensError
 from memlens.models import ts_from_dt
 from memlens.storage import audit_seal
+from memlens.storage.checkpoint_writer import CheckpointWriter
 from memlens.storage.validation import check_time
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ class StoreContext:
         self._audited = False
         self._erasure_done = False
         self._postings: SimilarityPostings | None = None
+        self._checkpoints = CheckpointWriter()
         if not readonly:
             self.finish_erasure(only_if_pending=True)
 
@@ -210,6 +212,7 @@ class StoreContext:
         with self.lock:
             if self._conn is None:
                 return
+            self._checkpoints.flush()
             if not self.readonly:
                 # Another process may hold the WAL open: then it checkpoints when it closes, and a pending
                 # erasure stays marked for whoever comes next.
@@ -249,15 +252,20 @@ class StoreContext:
                     self._erasure_done = False
                 yield conn
             if outermost and self._audited:
-                # Anchor the audit log's new head outside the store.
+                # Anchor the audit log's new head outside the store: signed now, the file put in place by the
+                # checkpoint writer's thread (see memlens.storage.checkpoint_writer).
                 self._audited = False
-                self.save_checkpoint()
+                checkpoint = audit_checkpoint(self.conn)
+                if checkpoint is not None and checkpoint.signature:
+                    self._checkpoints.submit(audit_seal.checkpoint_path(checkpoint.store_id, self.path), checkpoint)
 
     # the audit checkpoint ------------------------------------------------------------------------------------
 
     def save_checkpoint(self, *, now: datetime | None = None) -> audit_seal.Checkpoint | None:
         """Record the audit log's head in this store's local checkpoint (outside the store, never moved back) and
-        return it. Writing it is best effort: a folder that cannot be written costs the anchor, not the write."""
+        return it, once it is written. Writing it is best effort: a folder that cannot be written costs the anchor,
+        not the write."""
+        self.flush_checkpoints()
         with self.read() as conn:
             checkpoint = audit_checkpoint(conn, now=now)
         if checkpoint is None or not checkpoint.signature:
@@ -267,6 +275,10 @@ class StoreContext:
         except OSError:
             pass
         return checkpoint
+
+    def flush_checkpoints(self) -> None:
+        """Return once the checkpoints of this store's writes so far are in place (what reads them waits for this)."""
+        self._checkpoints.flush()
 
     # erasure -------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,99 @@
+"""Writing a store's local audit checkpoint beside the write that moved the log's head, not inside it.
+
+Every audited write rewrites the checkpoint (see :mod:`memlens.storage.audit_seal`): a new file renamed over the
+old one, so a reader sees one or the other, never half of either. On ext4 that rename costs 2-3 ms of waiting (the
+file system starts writing the new file's data before it lets the rename replace a file), which was most of a
+remember()'s wall time. So the write that committed hands the signed checkpoint to this writer and returns; the
+writer's thread puts it in place at once. What the checkpoint promises does not change:
+
+* the same file, written the same way (aside, then renamed; never moved back to fewer entries);
+* a crash may cost the newest checkpoint, as it could before (it was never synced to disk either): the next
+  audited write puts one back;
+* within this process every reader of the checkpoint waits for it (:meth:`CheckpointWriter.flush`: the store's
+  explicit checkpoint, its audit verification, its close); at exit, whatever is pending is written;
+* another process may read the checkpoint a few milliseconds behind the log, which a checkpoint always may be (a
+  log ahead of its checkpoint is what every write leaves for a moment; behind it is what is reported).
+
+While one checkpoint is being written, newer ones for the same file replace each other: only the newest is written
+next (the older ones would be refused by ``only_if_newer`` anyway).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from pathlib import Path
+
+from memlens.storage import audit_seal
+
+#: Seconds the writer's thread waits for more work before it ends (the next checkpoint starts a new one).
+IDLE_SECONDS = 2.0
+
+_writers: weakref.WeakSet[CheckpointWriter] = weakref.WeakSet()
+
+
+class CheckpointWriter:
+    """One store's pending local checkpoints and the thread that writes them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: dict[Path, audit_seal.Checkpoint] = {}
+        self._writing = False
+        self._thread: threading.Thread | None = None
+        _writers.add(self)
+
+    def submit(self, path: Path, checkpoint: audit_seal.Checkpoint) -> None:
+        """Have ``checkpoint`` written to ``path`` as soon as possible (unless a newer one is there by then)."""
+        with self._cond:
+            current = self._pending.get(path)
+            if current is None or checkpoint.entries >= current.entries:
+                self._pending[path] = checkpoint
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memlens-audit-checkpoint", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Return once every checkpoint submitted so far is written (or failed to be: writing is best effort)."""
+        with self._cond:
+            while self._pending or self._writing:
+                if self._thread is None:  # nobody left to write them (the thread died): write them here
+                    self._write_pending_locked()
+                    continue
+                self._cond.wait()
+
+    def _run(self) -> None:
+        with self._cond:
+            try:
+                while True:
+                    if not self._pending and not self._cond.wait_for(lambda: bool(self._pending), timeout=IDLE_SECONDS):
+                        return
+                    self._write_pending_locked()
+            finally:
+                self._thread = None
+                self._cond.notify_all()
+
+    def _write_pending_locked(self) -> None:
+        """Write what is pending, releasing the condition while the files are written (called holding it)."""
+        jobs, self._pending = self._pending, {}
+        self._writing = True
+        self._cond.release()
+        try:
+            for path, checkpoint in jobs.items():
+                try:
+                    audit_seal.write_checkpoint(path, checkpoint, only_if_newer=True)
+                except OSError:
+                    pass  # a folder that cannot be written costs the anchor, not the write
+        finally:
+            self._cond.acquire()
+            self._writing = False
+            self._cond.notify_all()
+
+
+@atexit.register
+def flush_all() -> None:
+    """Return once every checkpoint this process submitted is written: before anything here reads checkpoints,
+    and before the interpreter exits (it does not wait for daemon threads)."""
+    for writer in list(_writers):
+        writer.flush()

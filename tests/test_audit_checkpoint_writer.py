@@ -1,0 +1,87 @@
+"""The local audit checkpoint written beside the write, not inside it (memlens.storage.checkpoint_writer): every
+reader in this process sees the newest one, it still anchors the log against truncation while the store stays
+open, it is never moved back, and closing or exiting leaves nothing unwritten."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from memlens import MemoryStore
+from memlens.storage import audit_seal
+from memlens.storage.checkpoint_writer import CheckpointWriter
+
+
+def _local(store: MemoryStore) -> audit_seal.Checkpoint | None:
+    sid = audit_seal.store_id(store.conn)
+    assert sid
+    return audit_seal.read_checkpoint(audit_seal.checkpoint_path(sid, store.ctx.path))
+
+
+def _head(store: MemoryStore) -> tuple[int, str]:
+    row = store.conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    return int(row[0]), str(row[1])
+
+
+def test_after_every_write_the_flushed_checkpoint_is_the_head(db_path: Path, t0):
+    with MemoryStore.open(db_path) as store:
+        for i in range(12):
+            store.remember(f"checkpointed memory number {i} of the writer test", now=t0)
+            store.ctx.flush_checkpoints()
+            local = _local(store)
+            assert local is not None and local.signature
+            assert (local.entries, local.head_hash) == _head(store)
+
+
+def test_a_truncation_is_found_while_the_writer_stays_open(db_path: Path, t0):
+    with MemoryStore.open(db_path) as store:
+        for i in range(6):
+            store.remember(f"memory {i} the writer anchors", now=t0)
+        # Someone with the file drops the newest entries; this process never flushed by hand.
+        raw = sqlite3.connect(db_path)
+        for trigger in ("audit_no_delete", "audit_targets_no_delete"):
+            raw.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        raw.execute("DELETE FROM audit_targets WHERE audit_id >= 5")
+        raw.execute("DELETE FROM audit WHERE id >= 5")
+        raw.commit()
+        raw.close()
+        check = store.verify_audit()
+        assert not check.ok and check.first_bad_id == 5 and "missing" in (check.problem or "")
+
+
+def test_an_older_checkpoint_never_replaces_a_newer_one(tmp_path: Path):
+    path = tmp_path / "x.checkpoint.json"
+    newer = audit_seal.Checkpoint("abc", 9, "f" * 64, 1, "2026-01-01T00:00:09+00:00", "s" * 64)
+    older = audit_seal.Checkpoint("abc", 7, "e" * 64, 1, "2026-01-01T00:00:07+00:00", "s" * 64)
+    writer = CheckpointWriter()
+    writer.submit(path, newer)
+    writer.submit(path, older)  # while pending: the newer stays pending
+    writer.flush()
+    writer.submit(path, older)  # once written: only_if_newer keeps the file
+    writer.flush()
+    assert audit_seal.read_checkpoint(path) == newer
+
+
+def test_closing_and_exiting_leave_nothing_unwritten(db_path: Path, t0, tmp_path: Path):
+    with MemoryStore.open(db_path) as store:
+        store.remember("written just before the close", now=t0)
+        head = _head(store)
+    with MemoryStore.open(db_path) as store:
+        local = _local(store)
+        assert local is not None and (local.entries, local.head_hash) == head
+    # A process that never closes its store: the exit writes what is pending.
+    script = textwrap.dedent(
+        f"""
+        from datetime import datetime, timezone
+        from memlens import MemoryStore
+        store = MemoryStore.open({str(db_path)!r})
+        store.remember("written by a process that exits without closing", now=datetime.now(timezone.utc))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    with MemoryStore.open(db_path) as store:
+        local = _local(store)
+        assert local is not None and (local.entries, local.head_hash) == _head(store)
