@@ -199,7 +199,8 @@ def find_best(
         found_lists.append(postings.packed_holders(key))
 
     def counted() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each id found (still in the index), how many probed keys found it, and its key count."""
+        """Each id found, how many probed keys found it, and its key count. Some may have left the index since
+        the snapshot: overlap_bounds drops them, after the cheaper bounds (a memory's bounds never depend on another's)."""
         if not found_lists:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         found = np.concatenate(found_lists)
@@ -208,9 +209,7 @@ def find_best(
         found.sort(kind="stable")
         starts = np.flatnonzero(np.concatenate(([True], found[1:] != found[:-1])))
         ids, key_counts = unpack(found[starts])
-        counts = np.diff(np.append(starts, len(found)))
-        alive = postings.alive(ids)
-        return ids[alive], counts[alive], key_counts[alive]
+        return ids, np.diff(np.append(starts, len(found))), key_counts
 
     # Whether a candidate sharing at most o tokens and holding k keys could pass, as a table: similarity is at most
     # o / max(size, size + k - o), which falls as k grows, so for each o the k that pass run from 0 to largest[o].
@@ -229,6 +228,8 @@ def find_best(
             return np.zeros(len(ids), dtype=np.bool_), np.zeros(len(ids), dtype=np.int64)
         overlap = np.minimum(counts * per_hit + (size - probed_count), size)
         keep = (counts >= least) & (key_counts <= largest[overlap])
+        at = np.flatnonzero(keep)
+        keep[at] = postings.alive(ids[at])
         unprobed = [key_of[t] for t in ordered[probed_count:]]
         if unprobed and keep.any():
             # The same bound with only the unprobed tokens each candidate's signature admits.

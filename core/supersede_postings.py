@@ -315,6 +315,8 @@ class SimilarityPostings:
         """A mask over ``ids``: False for memories known to have left the index."""
         if not self._dead_count:
             return np.ones(len(ids), dtype=np.bool_)
+        if not len(ids) or int(ids.max()) < len(self._dead):
+            return ~self._dead[ids]
         inside = ids < len(self._dead)
         mask = np.ones(len(ids), dtype=np.bool_)
         mask[inside] = ~self._dead[ids[inside]]
