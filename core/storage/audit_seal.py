@@ -13,6 +13,7 @@ often has none; a 0600 file next to the user's other configuration is what such 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -34,7 +35,13 @@ KEYS_DIR_ENV = "MEMLENS_KEYS_DIR"
 
 def keys_dir() -> Path:
     """The folder holding every store's audit key and local checkpoints."""
-    override = os.environ.get(KEYS_DIR_ENV)
+    env = os.environ
+    return _keys_dir(env.get(KEYS_DIR_ENV), env.get("HOME"), env.get("XDG_CONFIG_HOME"), env.get("APPDATA"), env.get("USERPROFILE"))
+
+
+@functools.lru_cache(maxsize=16)
+def _keys_dir(override: str | None, *_environment: str | None) -> Path:
+    # Every audited write asks (platformdirs costs ~50 us a call); remembered by the variables the answer rests on.
     if override:
         return Path(override).expanduser()
     return Path(platformdirs.user_config_dir("memlens", appauthor=False)) / "audit-keys"

@@ -106,15 +106,24 @@ def append_audits(conn: db.Connection, entries: Sequence[AuditEntry], now: datet
     """Append several entries inside the caller's write transaction, exactly as :func:`append_audit` would one after
     another (the same chain, seals and targets; one wall-clock time for all), reading the log's head, the store's
     id and its key once instead of once an entry: a sweep writes an entry per decision. Returns their ids."""
-    prev = conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    # What has_seal_table, store_id and _meta read, in one statement (every audited write asks).
+    sealable, sid, sealed_from = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_seals'), "
+        "(SELECT value FROM meta WHERE key = 'store_id'), (SELECT value FROM meta WHERE key = 'audit_sealed_from')"
+    ).fetchone()
+    sid = str(sid) if sealable and sid is not None else None
+    sealed_from = str(sealed_from) if sealed_from is not None else None
+    if sealable:
+        prev = conn.execute(
+            "SELECT id, hash, (SELECT seal FROM audit_seals WHERE audit_id = a.id) FROM audit a ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        prev_seal = str(prev[2]) if prev and prev[2] is not None else None
+    else:
+        prev, prev_seal = conn.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone(), None
     prev_hash = prev[1] if prev else GENESIS_HASH
-    sealable = has_seal_table(conn)
-    prev_seal = seal_of(conn, prev[0]) if prev and sealable else None
     wall = datetime.now(timezone.utc)
     at = ts_from_dt(wall)
     as_of = now.astimezone(timezone.utc).isoformat() if abs(resolve_now(now) - wall) > CLOCK_TOLERANCE else None
-    sid = audit_seal.store_id(conn) if sealable else None
-    sealed_from = _meta(conn, "audit_sealed_from")
     key = audit_seal.load_key(sid) if sid else None
     if sid and key is None and sealed_from is None:
         key = audit_seal.create_key(sid)
