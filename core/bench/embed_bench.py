@@ -130,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             built = cached_store(args.size, args.seed)
             path = work_copy(built, Path(tmp))
             result["store"] = {"size": args.size, "seed": args.seed}
-        result["embed"] = embed_store(path)
+        result["embed"] = embed = embed_store(path)
+        # Said at once: embedding takes minutes, and a later failure must not cost this figure.
+        print(f"embedded {embed['memories']:,} memories in {embed['seconds']} s wall, {embed['cpu_seconds']} s CPU "
+              f"(load {embed['load_before']} -> {embed['load_after']})", file=sys.stderr, flush=True)  # fmt: skip
         if args.texts is None:
             result["search"] = search_latency(path, gen, queries=args.queries)
     print(json.dumps(result, indent=2))
