@@ -127,15 +127,16 @@ def run(size: int, seed: int, workdir: Path, cache_dir: Path | None = None, *, r
     }
 
 
-def one_import(size: int, seed: int, path: Path) -> dict[str, Any]:
+def one_import(size: int, seed: int, path: Path, *, timed: Callable[[Callable[[], object]], object] | None = None) -> dict[str, Any]:
     """One ``remember_many`` of ``size`` generated memories into a fresh store at ``path`` (redaction, similarity
-    index and FTS included); wall and CPU seconds (this process and the worker), and the load average around it."""
+    index and FTS included); wall and CPU seconds (this process and the worker), and the load average around it.
+    ``timed(fn)`` runs the import (and only it: the records are generated before), a profiler for instance."""
     recs = generated_records(Generator(seed), size)
     _fresh(path)
     load_before = os.getloadavg()
     side = _Side()
     with MemoryStore.open(path, actor="bench") as store:
-        side.run(lambda: store.remember_many(recs, batch_size=BATCH, now=EPOCH))
+        side.run(lambda: (timed or (lambda fn: fn()))(lambda: store.remember_many(recs, batch_size=BATCH, now=EPOCH)))
         count = store.conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
     return {
         "memories": count,
@@ -157,9 +158,7 @@ def profiled_import(size: int, seed: int, path: Path, top: int = 30) -> str:
     import pstats
 
     profile = cProfile.Profile()
-    profile.enable()
-    result = one_import(size, seed, path)
-    profile.disable()
+    result = one_import(size, seed, path, timed=profile.runcall)
     out = io.StringIO()
     out.write(f"{result}\n")
     stats = pstats.Stats(profile, stream=out).sort_stats("tottime")
