@@ -8,6 +8,7 @@ the ones FTS5 runs inside them).
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,13 @@ def raw_expression(query: str) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in query.split())
 
 
-def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limit: int = 10) -> dict[str, Any]:
+def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limit: int = 10, kept: bool = True) -> dict[str, Any]:
     """Per-call p50/p95 (wall and CPU) of ``search`` and of the raw query over ``rounds`` passes of ``queries``
-    queries, the two interleaved call by call so both see the same load."""
+    queries, the two interleaved call by call so both see the same load. ``kept=False`` times every search with
+    nothing kept from earlier ones (:meth:`SearchRepository.forget_kept` before each, inside its timing: what is
+    kept is then one search's worth, dropped in microseconds), as when another process writes between searches.
+    ``statements_per_search`` counts the first pass; repeated queries run fewer (``statements_per_search_again``,
+    the second pass)."""
     now = EPOCH + timedelta(days=1)
     with MemoryStore.open(path, readonly=True, actor="bench") as store:
         conn = store.conn
@@ -47,23 +52,39 @@ def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limi
             nonlocal statements
             statements += not sql.startswith("--")  # "--" marks the statements SQLite runs inside FTS5
 
+        passes: list[int] = []
         conn.set_trace_callback(count)
         try:
-            for q in qs:
-                store.search(q, limit=limit, now=now)
+            for _pass in range(2):
+                statements = 0
+                for q in qs:
+                    if not kept:
+                        store.finder.forget_kept()
+                    store.search(q, limit=limit, now=now)
+                passes.append(statements)
         finally:
             conn.set_trace_callback(None)
+
+        def search(i: int) -> list[Any]:
+            return store.search(qs[i % len(qs)], limit=limit, now=now)
+
+        def fresh_search(i: int) -> list[Any]:
+            store.finder.forget_kept()
+            return search(i)
+
         pair = interleaved(
-            lambda i: store.search(qs[i % len(qs)], limit=limit, now=now),
+            search if kept else fresh_search,
             lambda i: conn.execute(RAW_SQL, (raw[i % len(qs)], limit)).fetchall(),
             rounds=rounds * len(qs),
         )
+        statements = passes[0]
     return {
         "queries": len(qs),
         "rounds": rounds,
         "examples": qs[:4],
         "queries_with_hits": round(sum(bool(r) for r in pair.a.results) / len(pair.a.results), 3) if qs else 0.0,
         "statements_per_search": round(statements / len(qs), 2) if qs else 0.0,
+        "statements_per_search_again": round(passes[1] / len(qs), 2) if qs else 0.0,
         "search": pair.a.summary(),
         "raw_fts5_or": pair.b.summary(),
         "ratio_p50": pair.ratio_p50(),
@@ -72,3 +93,46 @@ def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limi
         "raw_fts5_or_s": round(pair.b.wall_s, 3),
         "raw_fts5_or_cpu_s": round(pair.b.cpu_s, 3),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memlens.bench.search_bench``: this benchmark alone, a line per size (wall and CPU, the ratio to
+    the raw query, statements per search), with the load average before and after."""
+    import argparse
+    import os
+
+    from memlens.bench import stores
+    from memlens.bench.__main__ import parse_size
+    from memlens.errors import InvalidInput
+
+    parser = argparse.ArgumentParser(prog="python -m memlens.bench.search_bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10k,100k", help="comma-separated store sizes (default 10k,100k; 1m for the million)")
+    parser.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    parser.add_argument("--rounds", type=int, default=3, help="passes over the 200 queries (default 3)")
+    parser.add_argument("--nothing-kept", action="store_true", help="time each search with nothing kept from earlier searches")
+    parser.add_argument("--cache-dir", type=Path, default=stores.DEFAULT_CACHE, help=f"where generated stores are kept (default {stores.DEFAULT_CACHE})")
+    args = parser.parse_args(argv)
+    try:
+        sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
+    except InvalidInput as exc:
+        print(f"python -m memlens.bench.search_bench: {exc}", file=sys.stderr)
+        return 2
+    gen = Generator(args.seed)
+    for size in sizes:
+        built = stores.cached_store(size, args.seed, args.cache_dir)
+        before = os.getloadavg()[0]
+        r = run(built.path, gen, rounds=max(1, args.rounds), kept=not args.nothing_kept)
+        s, b = r["search"], r["raw_fts5_or"]
+        cpu_ratio = b["cpu_p50_ms"] / s["cpu_p50_ms"] if s["cpu_p50_ms"] else 0.0
+        print(
+            f"{size:>9,}: search p50 {s['p50_ms']:.3f} / {s['cpu_p50_ms']:.3f} ms (wall / cpu), raw FTS5 p50 {b['p50_ms']:.3f} / "
+            f"{b['cpu_p50_ms']:.3f} ms; raw/search {r['ratio_p50']:.2f}x wall, {cpu_ratio:.2f}x cpu; statements a search "
+            f"{r['statements_per_search']} (first pass), {r['statements_per_search_again']} (again); load {before:.1f} -> {os.getloadavg()[0]:.1f}"
+            + ("; nothing kept between searches" if args.nothing_kept else ""),
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -171,6 +171,17 @@ class SearchRepository:
         self._as_of: tuple[int, int] | None = None
         self._folds = coverage.FoldedTexts()
 
+    def forget_kept(self) -> None:
+        """Drop everything kept between searches (term counts, candidate rows, folded texts): the next search
+        reads as the first one after opening the store does. Results never depend on it; benchmarks use it to
+        time searches that find nothing kept."""
+        with self.ctx.read():
+            self._as_of = None
+            self._counts.clear()
+            self._rows.clear()
+            self._rows_chars = 0
+            self._folds = coverage.FoldedTexts()
+
     def _sync(self, conn: db.Connection) -> None:
         """Forget the term counts and candidate rows kept from earlier searches if the store changed since:
         ``PRAGMA data_version`` moves when another connection (this process's or another's) commits,
