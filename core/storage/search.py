@@ -171,16 +171,18 @@ class SearchRepository:
         self._as_of: tuple[int, int] | None = None
         self._folds = coverage.FoldedTexts()
 
-    def forget_kept(self) -> None:
-        """Drop everything kept between searches (term counts, candidate rows, folded texts): the next search
-        reads as the first one after opening the store does. Results never depend on it; benchmarks use it to
-        time searches that find nothing kept."""
+    def forget_kept(self, *, folded_texts: bool = True) -> None:
+        """Drop what is kept between searches: the term counts and candidate rows, as when another connection
+        commits, and with ``folded_texts`` the folded texts too (which check themselves and outlive commits), so
+        that the next search reads as the first one after opening the store. Results never depend on it;
+        benchmarks use it to time searches that find nothing kept."""
         with self.ctx.read():
             self._as_of = None
             self._counts.clear()
             self._rows.clear()
             self._rows_chars = 0
-            self._folds = coverage.FoldedTexts()
+            if folded_texts:
+                self._folds = coverage.FoldedTexts()
 
     def _sync(self, conn: db.Connection) -> None:
         """Forget the term counts and candidate rows kept from earlier searches if the store changed since:
