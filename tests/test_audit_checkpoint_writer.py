@@ -85,3 +85,34 @@ def test_closing_and_exiting_leave_nothing_unwritten(db_path: Path, t0, tmp_path
     with MemoryStore.open(db_path) as store:
         local = _local(store)
         assert local is not None and (local.entries, local.head_hash) == _head(store)
+
+
+def test_a_forked_child_starts_with_a_writer_of_its_own(tmp_path: Path, monkeypatch):
+    import os
+
+    if not hasattr(os, "fork"):
+        return
+    from memlens.storage import checkpoint_writer
+
+    monkeypatch.setattr(checkpoint_writer, "IDLE_SECONDS", 0.0)
+    writer = CheckpointWriter()
+    first = audit_seal.Checkpoint("abc", 3, "a" * 64, 1, "2026-01-01T00:00:03+00:00", "s" * 64)
+    writer.submit(tmp_path / "parent.checkpoint.json", first)
+    writer.flush()
+    with writer._cond:
+        writer._cond.wait_for(lambda: writer._thread is None)  # no thread alive at the fork
+        writer._pending = {tmp_path / "parent-pending.checkpoint.json": first}  # the parent's, not the child's
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child = tmp_path / "child.checkpoint.json"
+            fresh = not writer._pending and writer._thread is None
+            writer.submit(child, first)
+            checkpoint_writer.flush_all()
+            os._exit(0 if fresh and audit_seal.read_checkpoint(child) == first else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    writer.flush()
+    assert audit_seal.read_checkpoint(tmp_path / "parent-pending.checkpoint.json") == first

@@ -21,6 +21,7 @@ next (the older ones would be refused by ``only_if_newer`` anyway).
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import weakref
 from pathlib import Path
@@ -89,6 +90,20 @@ class CheckpointWriter:
             self._cond.acquire()
             self._writing = False
             self._cond.notify_all()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has no writer thread, and its copy of a condition may be held by one that was mid-write: each
+    # writer starts afresh, and what was pending stays the parent's to write.
+    for writer in list(_writers):
+        writer._cond = threading.Condition()
+        writer._pending = {}
+        writer._writing = False
+        writer._thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
