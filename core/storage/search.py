@@ -85,6 +85,11 @@ ID_SORTABLE: dict[str, str] = {
 }
 #: Stored vectors read per pass of the nearest-vector scan: about 30 MB of float32 at 384 dimensions.
 _VECTOR_CHUNK = 20_000
+#: The most float32 values of one model's vectors kept in memory between searches (128 MB: 87,000 vectors of 384
+#: dimensions); a store with more is read in chunks at every search, as before.
+_KEPT_VECTOR_FLOATS = 32_000_000
+#: Ids whose filters are checked in one statement when the nearest vectors come from the kept matrix.
+_FILTER_CHUNK = 500
 #: The columns of a search candidate: the memory's own (:data:`MEMORY_FIELDS`, so a returned hit needs no second
 #: read and term coverage reads the text from the same row) and ``text_importance``, retention's text part.
 CANDIDATE_FIELDS: tuple[str, ...] = (*MEMORY_FIELDS, "text_importance")
@@ -170,6 +175,9 @@ class SearchRepository:
         self._rows_chars = 0
         self._as_of: tuple[int, int] | None = None
         self._folds = coverage.FoldedTexts()
+        # (model, dim) -> every stored vector of that model as (ids ascending, matrix, row norms), while the store
+        # does not change (see _sync) and the matrix stays under _KEPT_VECTOR_FLOATS; None: too many to keep.
+        self._vectors: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
 
     def forget_kept(self, *, folded_texts: bool = True) -> None:
         """Drop what is kept between searches: the term counts and candidate rows, as when another connection
@@ -181,6 +189,7 @@ class SearchRepository:
             self._counts.clear()
             self._rows.clear()
             self._rows_chars = 0
+            self._vectors.clear()
             if folded_texts:
                 self._folds = coverage.FoldedTexts()
 
@@ -196,6 +205,7 @@ class SearchRepository:
             self._counts.clear()
             self._rows.clear()
             self._rows_chars = 0
+            self._vectors.clear()
             self._as_of = as_of
 
     def _candidate_columns(self, conn: db.Connection) -> str:
@@ -607,6 +617,9 @@ class SearchRepository:
 
         model, vector = probe
         dim = int(vector.shape[0])
+        kept = self._kept_vectors(conn, model, dim)
+        if kept is not None:
+            return self._nearest_kept(conn, kept, vector, where, params, pool)
         sql = (
             "SELECT v.memory_id, v.vector FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
             f"WHERE v.model = ? AND v.dim = ? AND v.memory_id > ?{_and(where)} ORDER BY v.memory_id LIMIT ?"
@@ -630,15 +643,72 @@ class SearchRepository:
         order = np.lexsort((best_ids, -best_scores))  # most similar first, ties to the lower id
         return [(int(best_ids[i]), float(best_scores[i])) for i in order if best_scores[i] > 0.0]
 
+    def _kept_vectors(self, conn: db.Connection, model: str, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Every stored vector of ``model`` and ``dim`` as (ids ascending, matrix, row norms), read once and kept
+        until the store changes (:meth:`_sync`); None when there are more than :data:`_KEPT_VECTOR_FLOATS` values
+        (the caller then reads them in chunks). Reading the vectors was most of a search with embeddings."""
+        import numpy as np
+
+        from memlens.embeddings import blobs_to_matrix
+
+        key = (model, dim)
+        if key in self._vectors:
+            return self._vectors[key]
+        count = int(conn.execute("SELECT COUNT(*) FROM memory_vectors WHERE model = ? AND dim = ?", key).fetchone()[0])
+        kept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        if count * dim <= _KEPT_VECTOR_FLOATS:
+            found = conn.execute("SELECT memory_id, vector FROM memory_vectors WHERE model = ? AND dim = ? ORDER BY memory_id", key).fetchall()
+            ids = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+            matrix = blobs_to_matrix([r[1] for r in found], dim)
+            kept = (ids, matrix, np.linalg.norm(matrix, axis=1))
+        self._vectors[key] = kept
+        return kept
+
+    def _nearest_kept(
+        self, conn: db.Connection, kept: tuple[np.ndarray, np.ndarray, np.ndarray], unit: np.ndarray, where: list[str], params: list[Any], pool: int
+    ) -> list[tuple[int, float]]:
+        """:meth:`_nearest_vectors` from the kept matrix: every cosine at once, then the filters checked in SQL on
+        the most similar ids, a chunk at a time, until ``pool`` pass."""
+        import numpy as np
+
+        ids, matrix, norms = kept
+        scores = _cosine_rows(matrix, unit, norms)
+        order = np.lexsort((ids, -scores))  # most similar first, ties to the lower id
+        order = order[scores[order] > 0.0]
+        nearest: list[tuple[int, float]] = []
+        for start in range(0, len(order), _FILTER_CHUNK):
+            chunk = order[start : start + _FILTER_CHUNK]
+            chunk_ids = [int(i) for i in ids[chunk]]
+            marks = ",".join("?" * len(chunk_ids))
+            passing = {r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE m.id IN ({marks}){_and(where)}", [*chunk_ids, *params])}
+            for memory_id, position in zip(chunk_ids, chunk, strict=True):
+                if memory_id in passing:
+                    nearest.append((memory_id, float(scores[position])))
+                    if len(nearest) == pool:
+                        return nearest
+        return nearest
+
     def _cosines(self, conn: db.Connection, probe: tuple[str, np.ndarray], ids: list[int]) -> dict[int, float]:
         """The cosine between the unit query vector and each of these memories' stored vectors (same model and
         dimension), by id; memories without one are left out."""
+        import numpy as np
+
         from memlens.embeddings import blobs_to_matrix
 
         if not ids:
             return {}
         model, vector = probe
         dim = int(vector.shape[0])
+        kept = self._vectors.get((model, dim))
+        if kept is not None:
+            kept_ids, matrix, norms = kept
+            wanted = np.asarray(sorted(ids), dtype=np.int64)
+            at = np.searchsorted(kept_ids, wanted)
+            inside = at < len(kept_ids)
+            at, wanted = at[inside], wanted[inside]
+            held = kept_ids[at] == wanted
+            at, wanted = at[held], wanted[held]
+            return dict(zip((int(i) for i in wanted), (float(c) for c in _cosine_rows(matrix[at], vector, norms[at])), strict=True))
         found = conn.execute(
             f"SELECT memory_id, vector FROM memory_vectors WHERE model = ? AND dim = ? AND memory_id IN ({','.join('?' * len(ids))})",
             [model, dim, *ids],
@@ -801,11 +871,12 @@ def blend_retention(
 # stage 2's similarity -----------------------------------------------------------------------------------------
 
 
-def _cosine_rows(matrix: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """The cosine of each row of ``matrix`` with the unit vector ``unit``; a zero row is similar to nothing (0)."""
+def _cosine_rows(matrix: np.ndarray, unit: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
+    """The cosine of each row of ``matrix`` with the unit vector ``unit``; a zero row is similar to nothing (0).
+    ``norms``: the rows' norms, when they are known already."""
     import numpy as np
 
-    norms = np.linalg.norm(matrix, axis=1)
+    norms = np.linalg.norm(matrix, axis=1) if norms is None else norms.copy()
     norms[norms == 0.0] = np.inf
     return np.asarray((matrix @ unit) / norms, dtype=np.float32)
 
