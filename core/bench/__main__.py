@@ -26,29 +26,13 @@ from typing import Any
 from memlens.bench import forget_bench, import_bench, search_bench, storage_bench, stores, supersede_bench, sweep_bench
 from memlens.bench.generator import Generator
 from memlens.bench.report import bench_table, progress, publish
+from memlens.bench.stores import parse_size
 from memlens.bench.timing import clock, machine
 from memlens.errors import InvalidInput
 
 BENCHMARKS = ("import", "supersede", "search", "sweep", "forget", "storage", "gui")
 #: agentmemory's published figures for its own engine at 50k observations (from its README; another machine).
 AGENTMEMORY_50K = {"bm25_search_ms": 22.8, "hybrid_search_ms": 108.7, "index_build_s": 9.2, "storage_mb": 178.8}
-
-
-def parse_size(text: str) -> int:
-    """'10k', '1m', '250000' as a number of memories."""
-    t = text.strip().lower().replace("_", "")
-    factor = 1
-    if t.endswith("k"):
-        factor, t = 1_000, t[:-1]
-    elif t.endswith("m"):
-        factor, t = 1_000_000, t[:-1]
-    try:
-        value = int(float(t) * factor)
-    except ValueError:
-        raise InvalidInput(f"a size looks like 10k, 100k or 1m, not {text!r}") from None
-    if value < 100:
-        raise InvalidInput(f"a size must be at least 100 memories, not {text!r}")
-    return value
 
 
 def _names(text: str | None) -> set[str]:

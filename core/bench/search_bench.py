@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from memlens.bench import stores
-    from memlens.bench.__main__ import parse_size
+    from memlens.bench.stores import parse_size
     from memlens.errors import InvalidInput
 
     parser = argparse.ArgumentParser(prog="python -m memlens.bench.search_bench", description=__doc__.split("\n\n")[0])

@@ -23,11 +23,29 @@ from pathlib import Path
 from memlens import schema, supersede, text
 from memlens.bench import generator
 from memlens.bench.generator import Generator
+from memlens.errors import InvalidInput
 from memlens.store import MemoryStore
 
 DEFAULT_CACHE = Path(os.environ.get("MEMLENS_BENCH_CACHE", "/tmp/memlens-bench"))
 #: Bump when the generator's output changes in a way its source hash would not show.
 GENERATOR_VERSION = 1
+
+
+def parse_size(text: str) -> int:
+    """'10k', '1m', '250000' as a number of memories."""
+    t = text.strip().lower().replace("_", "")
+    factor = 1
+    if t.endswith("k"):
+        factor, t = 1_000, t[:-1]
+    elif t.endswith("m"):
+        factor, t = 1_000_000, t[:-1]
+    try:
+        value = int(float(t) * factor)
+    except ValueError:
+        raise InvalidInput(f"a size looks like 10k, 100k or 1m, not {text!r}") from None
+    if value < 100:
+        raise InvalidInput(f"a size must be at least 100 memories, not {text!r}")
+    return value
 
 
 @dataclass(frozen=True)

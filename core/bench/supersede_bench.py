@@ -184,13 +184,6 @@ def remember_timing(path: Path, gen: Generator, *, calls: int = 500, warmup: int
             "load_average_after": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
 
 
-def _size(text: str) -> int:
-    """'10k', '1m' or '250000' as a number of memories (memlens.bench's parse_size, which imports this module)."""
-    t = text.strip().lower().replace("_", "")
-    factor = 1_000_000 if t.endswith("m") else 1_000 if t.endswith("k") else 1
-    return int(float(t.rstrip("km")) * factor)
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m memlens.bench.supersede_bench --size 1m``: remember() p50 on a copy of the generated store."""
     import argparse
@@ -198,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     from memlens.bench import stores
+    from memlens.errors import InvalidInput
 
     parser = argparse.ArgumentParser(prog="python -m memlens.bench.supersede_bench", description=main.__doc__)
     parser.add_argument("--size", action="append", help="memories in the generated store (10k, 100k, 1m; repeatable; default 1m)")
@@ -208,11 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the whole benchmark (agreement with an exact scan too; slow at 1m)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    try:
+        sizes = [stores.parse_size(text) for text in args.size or ["1m"]]
+    except InvalidInput as exc:
+        parser.error(str(exc))
     gen = Generator(args.seed)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="memlens-supersede-") as tmp:
-        for text in args.size or ["1m"]:
-            size = _size(text)
+        for size in sizes:
             built = stores.cached_store(size, args.seed, args.cache_dir)
             copy = stores.work_copy(built, Path(tmp))
             if args.full:
