@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -799,34 +799,26 @@ class _Checks:
     the same value always gives the same answer."""
 
     def __init__(self) -> None:
-        self.types: dict[str, str] = {}
-        self.layers: dict[tuple[str, str], str] = {}
-        self.origins: dict[str, str] = {}
+        self._answers: dict[tuple[Any, ...], str] = {}
+
+    def _once(self, check: Callable[..., str], *values: Any) -> str:
+        # Only strings (and None) are remembered: anything else goes to the check, which says what is wrong with it.
+        if not all(v is None or isinstance(v, str) for v in values):
+            return check(*values)
+        key = (check, *values)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answers[key] = check(*values)
+        return answer
 
     def type_(self, value: Any) -> str:
-        if not isinstance(value, str):
-            return check_type(value)
-        checked = self.types.get(value)
-        if checked is None:
-            checked = self.types[value] = check_type(value)
-        return checked
+        return self._once(check_type, value)
 
     def layer(self, value: Any, type_: str) -> str:
-        if value is not None and not isinstance(value, str):
-            return check_layer(value, type_)
-        key = (value or "", type_)
-        checked = self.layers.get(key)
-        if checked is None:
-            checked = self.layers[key] = check_layer(value, type_)
-        return checked
+        return self._once(check_layer, value, type_)
 
     def origin(self, value: Any) -> str:
-        if not isinstance(value, str):
-            return check_origin(value)
-        checked = self.origins.get(value)
-        if checked is None:
-            checked = self.origins[value] = check_origin(value)
-        return checked
+        return self._once(check_origin, value)
 
 
 def _checked(record: Mapping[str, Any], position: int, now: datetime, checks: _Checks) -> tuple[dict[str, Any], float]:
