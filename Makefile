@@ -22,6 +22,7 @@ app: $(STAMP)
 
 ## Install everything, then run the tests, the linter and the type checker.
 test: $(STAMP)
+	bash .ci/system-deps --tests
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest
 	$(VENV)/bin/ruff check $(SRC) tests
 	$(MAKE) --no-print-directory typecheck

@@ -53,3 +53,42 @@ def _isolated_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("MEMLENS_DB", str(tmp_path / "default-store" / "memory.db"))
     # Nor the real audit keys and checkpoints (memlens.storage.audit_seal).
     monkeypatch.setenv("MEMLENS_KEYS_DIR", str(tmp_path / "audit-keys"))
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------------------------
+# One throwaway server for the whole run (memlens.postgres.throwaway), started on first use; each test that asks for
+# `pg_url` gets a database of its own. A server that cannot start fails those tests with the reason: the README's test
+# command installs PostgreSQL, so CI never skips the PostgreSQL path silently.
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    from memlens.postgres import throwaway
+
+    try:
+        server = throwaway.start()
+    except throwaway.ServerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_pg_databases = iter(range(1, 1 << 30))
+
+
+@pytest.fixture
+def pg_url(pg_server: object) -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    import psycopg
+
+    name = f"test_{os.getpid()}_{next(_pg_databases)}"
+    admin = pg_server.url()  # type: ignore[attr-defined]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield pg_server.url(name)  # type: ignore[attr-defined]
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
