@@ -1,0 +1,593 @@
+"""memlens's full-text index on PostgreSQL: the hits and bm25 scores SQLite FTS5 gives ``memory_fts``, exactly.
+
+The SQLite store indexes every memory version in a contentless FTS5 table (``porter unicode61 remove_diacritics 2``
+over :func:`memlens.text.index_text` of title, content, tags, context and dates; see :mod:`memlens.schema`) and
+search asks it for match counts and bm25-ranked matches. This module answers the same two questions on PostgreSQL
+with the same ids and the same scores, to the last bit for the weights memlens uses.
+
+Design, and why:
+
+* **Tokens come from SQLite itself.** Each thread keeps an in-memory SQLite database with an FTS5 table of the
+  same tokenizer and an ``fts5vocab(..., instance)`` table over it, which lists every token a document produced
+  with its column and offset. Re-implementing porter and unicode61's folding tables in Python could drift from
+  the SQLite build one character at a time; asking SQLite cannot. Query phrases go through the same tokenizer
+  (FTS5's porter wrapper stems query and prefix tokens exactly as document tokens) and are cached: tokenizing
+  is a pure function of the text, so the cache cannot go stale.
+* **A postings table, not tsvector.** One row per (term, memory, column) with the term's offsets in that column
+  and the row's total token count. bm25 needs, per phrase, the number of instances *in each column* (each column
+  has its own weight) and phrase matching needs exact consecutive offsets within one column. A tsvector has four
+  weight labels for our five columns, caps positions at 16383 and keeps at most 256 per lexeme, so long memories
+  would silently lose hits or counts; the postings rows have no such limits. The primary key (term, id, col) in
+  byte order (``COLLATE "C"``) serves exact terms and prefixes (a prefix is a range of the key: the
+  same bytewise prefix FTS5 matches) and returns a term's rows in id order, so a capped count can stop early.
+  The row's token count is kept on every postings row so that ranking needs no join.
+* **Exact statistics.** ``memory_fts_docs`` holds every indexed row's token count (rows whose columns are all
+  empty count too: FTS5 counts them in N) and the one-row ``memory_fts_stats`` holds N and the total tokens,
+  updated by increments in the caller's transaction. The price is that concurrent indexers serialise on that row
+  until they commit; memlens has a single writer per store, so this costs nothing today.
+* **Scores computed as FTS5 computes them** (``ext/fts5/fts5_aux.c``, ``fts5Bm25Function``): k1 = 1.2, b = 0.75,
+  IDF = ln((N - nHit + 0.5) / (nHit + 0.5)) clamped to 1e-6, the per-phrase frequency the sum of the column
+  weights over its instances, each phrase's term added in phrase order, the same float8 operations in the same
+  order (PostgreSQL's ``ln`` and SQLite's ``log`` are both libm's). A phrase's instances count in a row only when
+  the phrase and every operator above it match that row: FTS5 reads a phrase's position list only when its node
+  sits on the current row, and an AND or NOT node that fails moves its children past it. With weights that are
+  small multiples of 1/1024 (memlens's defaults: 1, 1, 2, 0.5, 1) every frequency sum is exact in any order,
+  so PostgreSQL ranks and returns only ``limit`` rows; other weights are summed in Python, instance by instance
+  in FTS5's order, over every match (slower, equally exact).
+
+Raw queries: quoted strings and barewords, ``*`` prefixes, AND, OR, NOT, implicit AND between phrases, and
+parentheses, with FTS5's precedence (NOT over AND over OR). Column filters, NEAR, ``^`` and ``+`` raise
+:class:`memlens.errors.QueryError`; so does anything FTS5 itself would refuse.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from memlens.errors import QueryError
+from memlens.text import index_text
+
+#: The indexed columns, in FTS5's order (bm25 weights are given in this order too).
+COLUMNS = ("title", "content", "tags", "context", "dates")
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+FTS_DDL = [
+    # One row per (term, memory, column): the term's token offsets in that column, and the memory's total tokens
+    # over all columns (bm25's D, kept here so ranking needs no join). "C" collation: bytewise order, so a prefix
+    # is a range of the primary key, exactly the terms FTS5's prefix query matches.
+    """
+    CREATE TABLE IF NOT EXISTS memory_fts_postings (
+        term text COLLATE "C" NOT NULL,
+        id bigint NOT NULL,
+        col smallint NOT NULL,
+        positions integer[] NOT NULL,
+        doc_tokens integer NOT NULL,
+        PRIMARY KEY (term, id, col)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS memory_fts_postings_by_id ON memory_fts_postings (id)",
+    # Every indexed memory with its token count, even one with no tokens at all (FTS5 counts it in N).
+    "CREATE TABLE IF NOT EXISTS memory_fts_docs (id bigint PRIMARY KEY, tokens integer NOT NULL)",
+    # N and the total token count, kept by increments in the indexing transaction.
+    """
+    CREATE TABLE IF NOT EXISTS memory_fts_stats (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        rows bigint NOT NULL,
+        tokens bigint NOT NULL
+    )
+    """,
+    "INSERT INTO memory_fts_stats (singleton, rows, tokens) VALUES (true, 0, 0) ON CONFLICT DO NOTHING",
+]
+
+# fts5_aux.c's constants; k1 + 1 is computed as the C code computes it (1.2 + 1.0 in doubles, not the literal 2.2).
+_K1 = 1.2
+_B = 0.75
+_K1_PLUS_1 = _K1 + 1.0
+_ONE_MINUS_B = 1 - _B
+_MIN_IDF = 1e-6
+# Weights that are multiples of 1/1024 up to 1024 keep every frequency sum exact whatever the order of addition
+# (a memory has fewer than 2**23 tokens, so the sums stay below 2**53 units of 1/1024).
+_EXACT_WEIGHT_UNITS = 1024
+
+
+# --- tokenizing with SQLite -----------------------------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def _tokenizer() -> sqlite3.Connection:
+    """This thread's in-memory SQLite with a scratch FTS5 table for documents (``doc``) and one for query text
+    (``q``), each with an instance vocabulary."""
+    conn: sqlite3.Connection | None = getattr(_local, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", check_same_thread=True)
+        conn.execute(f"CREATE VIRTUAL TABLE doc USING fts5({', '.join(COLUMNS)}, content='', tokenize='{TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE doc_tokens USING fts5vocab(doc, instance)")
+        conn.execute(f"CREATE VIRTUAL TABLE q USING fts5(x, content='', tokenize='{TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE q_tokens USING fts5vocab(q, instance)")
+        _local.conn = conn
+    return conn
+
+
+@dataclass
+class _Document:
+    """One memory's tokens: per (term, column) its offsets, and the total token count."""
+
+    postings: dict[tuple[str, int], list[int]]
+    tokens: int
+
+
+def tokenize_documents(rows: Sequence[tuple[int, Sequence[str]]]) -> dict[int, _Document]:
+    """The tokens FTS5 would index for each ``(id, five index texts)``; every id gets an entry, even one with no
+    tokens."""
+    conn = _tokenizer()
+    column_of = {name: i for i, name in enumerate(COLUMNS)}
+    docs = {memory_id: _Document({}, 0) for memory_id, _ in rows}
+    try:
+        conn.executemany(f"INSERT INTO doc(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", [(i, *texts) for i, texts in rows])
+        for term, memory_id, column, offset in conn.execute("SELECT term, doc, col, offset FROM doc_tokens"):
+            doc = docs[memory_id]
+            doc.postings.setdefault((term, column_of[column]), []).append(offset)
+            doc.tokens += 1
+    finally:
+        conn.execute("INSERT INTO doc(doc) VALUES ('delete-all')")
+    for doc in docs.values():
+        for offsets in doc.postings.values():
+            offsets.sort()
+    return docs
+
+
+@functools.lru_cache(maxsize=4096)
+def phrase_tokens(text: str) -> tuple[str, ...]:
+    """The tokens of a query phrase, in order, as FTS5 tokenizes it."""
+    conn = _tokenizer()
+    try:
+        conn.execute("INSERT INTO q(rowid, x) VALUES (1, ?)", (text,))
+        return tuple(term for (term,) in conn.execute("SELECT term FROM q_tokens ORDER BY offset"))
+    finally:
+        conn.execute("INSERT INTO q(q) VALUES ('delete-all')")
+
+
+# --- writing ---------------------------------------------------------------------------------------------------------
+
+
+def index(conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> None:
+    """Index memories given as ``(id, title, content, tags, index_context, index_dates)`` as stored in
+    ``memories``, replacing whatever was indexed for those ids; N and the token total stay exact. Runs in the
+    caller's transaction (a later row with the same id wins)."""
+    latest: dict[int, Sequence[str]] = {}
+    for memory_id, *columns in rows:
+        latest[int(memory_id)] = [index_text(t) if t is not None else "" for t in columns]
+    if not latest:
+        return
+    docs = tokenize_documents(list(latest.items()))
+    delete(conn, list(latest))
+    with conn.cursor() as cur:
+        with cur.copy("COPY memory_fts_docs (id, tokens) FROM STDIN") as copy:
+            for memory_id, doc in docs.items():
+                copy.write_row((memory_id, doc.tokens))
+        with cur.copy("COPY memory_fts_postings (term, id, col, positions, doc_tokens) FROM STDIN") as copy:
+            for memory_id, doc in docs.items():
+                for (term, column), offsets in doc.postings.items():
+                    copy.write_row((term, memory_id, column, offsets, doc.tokens))
+        cur.execute(
+            "UPDATE memory_fts_stats SET rows = rows + %s, tokens = tokens + %s",
+            (len(docs), sum(doc.tokens for doc in docs.values())),
+        )
+
+
+def delete(conn: psycopg.Connection[Any], ids: Iterable[int]) -> None:
+    """Remove the index entries of ``ids`` (ids never indexed are ignored); N and the token total stay exact.
+    Runs in the caller's transaction."""
+    wanted = sorted({int(i) for i in ids})
+    if not wanted:
+        return
+    with conn.cursor() as cur:
+        cur.execute(
+            "WITH gone AS (DELETE FROM memory_fts_docs WHERE id = ANY(%s) RETURNING tokens) "
+            "UPDATE memory_fts_stats SET rows = rows - (SELECT count(*) FROM gone), "
+            "tokens = tokens - (SELECT coalesce(sum(tokens), 0) FROM gone)",
+            (wanted,),
+        )
+        cur.execute("DELETE FROM memory_fts_postings WHERE id = ANY(%s)", (wanted,))
+
+
+# --- query expressions -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A phrase of the expression: its tokens (consecutive in one column), whether the last is a prefix, and its
+    place among the expression's phrases (bm25 adds the phrases' terms in this order)."""
+
+    tokens: tuple[str, ...]
+    prefix: bool
+    number: int
+
+
+@dataclass(frozen=True)
+class Operator:
+    """AND, OR or NOT (``left NOT right``: left without right) over two or more parts."""
+
+    kind: str
+    parts: tuple[Node, ...]
+
+
+Node = Phrase | Operator
+# A phrase with no tokens ("", "!!"): FTS5 makes it a node that matches nothing.
+_NOTHING = None
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed MATCH expression: the tree (None when it can match nothing) and all its phrases in order."""
+
+    root: Node | None
+    phrases: tuple[Phrase, ...]
+
+
+_WHITESPACE = " \t\n\r"  # fts5ExprIsspace
+_KEYWORDS = ("AND", "OR", "NOT")
+
+
+def _is_bareword_char(ch: str) -> bool:
+    # sqlite3Fts5IsBareword: ASCII letters, digits, "_", 0x1A, and every non-ASCII character.
+    return not ch.isascii() or ch.isalnum() or ch in "_\x1a"
+
+
+def _lex(query: str) -> list[tuple[str, str]]:
+    """The query as (kind, text) tokens: STRING, WORD, AND, OR, NOT, STAR, LP, RP."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(query)
+    while i < n:
+        ch = query[i]
+        if ch in _WHITESPACE:
+            i += 1
+        elif ch == '"':
+            j, parts = i + 1, []
+            while True:
+                end = query.find('"', j)
+                if end < 0:
+                    raise QueryError(f"full-text query {query!r}: unterminated string")
+                parts.append(query[j:end])
+                if query.startswith('""', end):
+                    parts.append('"')
+                    j = end + 2
+                    continue
+                i = end + 1
+                break
+            out.append(("STRING", "".join(parts)))
+        elif _is_bareword_char(ch):
+            j = i
+            while j < n and _is_bareword_char(query[j]):
+                j += 1
+            word = query[i:j]
+            if word == "NEAR" and query[j:].lstrip(_WHITESPACE).startswith("("):
+                raise QueryError(f"full-text query {query!r}: NEAR groups are not supported on PostgreSQL")
+            out.append((word if word in _KEYWORDS else "WORD", word))
+            i = j
+        elif ch in "*()":
+            out.append(({"*": "STAR", "(": "LP", ")": "RP"}[ch], ch))
+            i += 1
+        elif ch in ":{}^+-,":
+            raise QueryError(f"full-text query {query!r}: {ch!r} (column filters, NEAR, ^ and +) is not supported on PostgreSQL")
+        else:
+            raise QueryError(f"full-text query {query!r}: syntax error near {ch!r}")
+    return out
+
+
+class _Parser:
+    """Recursive descent over FTS5's grammar subset: or := and (OR and)*; and := not (AND not)*;
+    not := primary (NOT primary)*; primary := ( or ) | phrase+ (implicit AND)."""
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.tokens = _lex(query)
+        self.at = 0
+        self.phrases: list[Phrase] = []
+
+    def parse(self) -> Expression:
+        if not self.tokens:
+            raise QueryError(f"full-text query {self.query!r}: empty query")
+        root = self._or()
+        if self.at < len(self.tokens):
+            raise QueryError(f"full-text query {self.query!r}: syntax error near {self.tokens[self.at][1]!r}")
+        return Expression(root, tuple(self.phrases))
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.at][0] if self.at < len(self.tokens) else None
+
+    def _binary(self, kind: str, below: Any) -> Node | None:
+        parts = [below()]
+        while self._peek() == kind:
+            self.at += 1
+            parts.append(below())
+        return _combine(kind, parts)
+
+    def _or(self) -> Node | None:
+        return self._binary("OR", self._and)
+
+    def _and(self) -> Node | None:
+        return self._binary("AND", self._not)
+
+    def _not(self) -> Node | None:
+        node = self._primary()
+        while self._peek() == "NOT":
+            self.at += 1
+            node = _combine("NOT", [node, self._primary()])
+        return node
+
+    def _primary(self) -> Node | None:
+        kind = self._peek()
+        if kind == "LP":
+            self.at += 1
+            node = self._or()
+            if self._peek() != "RP":
+                raise QueryError(f"full-text query {self.query!r}: missing ')'")
+            self.at += 1
+            return node
+        if kind not in ("STRING", "WORD"):
+            near = self.tokens[self.at][1] if kind else "the end"
+            raise QueryError(f"full-text query {self.query!r}: syntax error near {near!r}")
+        phrases: list[Node | None] = []
+        while self._peek() in ("STRING", "WORD"):
+            text = self.tokens[self.at][1]
+            self.at += 1
+            prefix = self._peek() == "STAR"
+            if prefix:
+                self.at += 1
+            phrases.append(self._phrase(text, prefix))
+        return _combine("AND", phrases)
+
+    def _phrase(self, text: str, prefix: bool) -> Phrase | None:
+        tokens = phrase_tokens(text)
+        phrase = Phrase(tokens, prefix, len(self.phrases))
+        self.phrases.append(phrase)
+        return phrase if tokens else _NOTHING
+
+
+def _combine(kind: str, parts: list[Node | None]) -> Node | None:
+    """An operator over ``parts`` with FTS5's handling of parts that match nothing: AND matches nothing, OR
+    drops them, NOT keeps its left side; one part left is that part."""
+    if kind == "AND" and any(p is None for p in parts):
+        return None
+    if kind == "NOT":
+        left, right = parts
+        if left is None or right is None:
+            return left
+        return Operator("NOT", (left, right))
+    kept = [p for p in parts if p is not None]
+    if not kept:
+        return None
+    if len(kept) == 1:
+        return kept[0]
+    return Operator(kind, tuple(kept))
+
+
+def parse(expression: str) -> Expression:
+    """``expression`` (FTS5 MATCH syntax, the subset described in the module docstring) as a tree; raises
+    :class:`QueryError` for what is not supported or not valid."""
+    return _Parser(expression).parse()
+
+
+# --- SQL for an expression -------------------------------------------------------------------------------------------
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The smallest string above every string that starts with ``prefix`` (in code point order, which is UTF-8's
+    byte order): ``prefix`` with its last character incremented; None when there is none."""
+    while prefix:
+        last = ord(prefix[-1]) + 1
+        if 0xD800 <= last <= 0xDFFF:
+            last = 0xE000  # surrogates cannot be stored; nothing lies between
+        if last <= 0x10FFFF:
+            return prefix[:-1] + chr(last)
+        prefix = prefix[:-1]
+    return None
+
+
+def _phrase_hits_sql(phrase: Phrase, params: list[Any]) -> str:
+    """SQL for the phrase's instances: rows (id, col, n, d), n > 0 the instances in that column, d the row's
+    tokens. A prefix applies to the last token; the tokens of a phrase are consecutive within one column."""
+
+    def term_condition(alias: str, k: int) -> str:
+        if phrase.prefix and k == len(phrase.tokens) - 1:
+            # A key range rather than LIKE: a prepared statement's generic plan still scans only the range.
+            end = _prefix_end(phrase.tokens[k])
+            params.append(phrase.tokens[k])
+            if end is None:
+                return f"{alias}.term >= %s"
+            params.append(end)
+            return f"{alias}.term >= %s AND {alias}.term < %s"
+        params.append(phrase.tokens[k])
+        return f"{alias}.term = %s"
+
+    if len(phrase.tokens) == 1:
+        return f"SELECT t0.id, t0.col, cardinality(t0.positions) AS n, t0.doc_tokens AS d FROM memory_fts_postings t0 WHERE {term_condition('t0', 0)}"
+    joins = []
+    follows = []
+    for k in range(1, len(phrase.tokens)):
+        joins.append(f"JOIN memory_fts_postings t{k} ON t{k}.id = t0.id AND t{k}.col = t0.col AND {term_condition(f't{k}', k)}")
+        follows.append(f"s.pos + {k} = ANY(t{k}.positions)")
+    first = term_condition("t0", 0)
+    instances = f"(SELECT count(*) FROM unnest(t0.positions) AS s(pos) WHERE {' AND '.join(follows)})"
+    return (
+        f"SELECT id, col, n, d FROM (SELECT t0.id, t0.col, {instances} AS n, t0.doc_tokens AS d "
+        f"FROM memory_fts_postings t0 {' '.join(joins)} WHERE {first}) x WHERE n > 0"
+    )
+
+
+def _condition(node: Node) -> str:
+    """SQL true when ``node`` matches the row (over the per-row flags ``h<phrase number>``)."""
+    if isinstance(node, Phrase):
+        return f"h{node.number}"
+    if node.kind == "NOT":
+        return f"({_condition(node.parts[0])} AND NOT {_condition(node.parts[1])})"
+    return "(" + f" {node.kind} ".join(_condition(p) for p in node.parts) + ")"
+
+
+def _counted(root: Node) -> dict[int, str]:
+    """For each phrase of the tree, SQL true when its instances count in the row: the phrase and every operator
+    above it match (the root's own match is the WHERE clause; an OR holds whenever the phrase does)."""
+    out: dict[int, str] = {}
+
+    def walk(node: Node, above: list[str]) -> None:
+        if isinstance(node, Phrase):
+            out[node.number] = " AND ".join([*above, f"h{node.number}"])
+            return
+        here = above if node is root or node.kind == "OR" else [*above, _condition(node)]
+        for part in node.parts:
+            walk(part, here)
+
+    walk(root, [])
+    return out
+
+
+def _per_row_sql(phrases: Sequence[Phrase], params: list[Any], weights: Sequence[float] | None, by_column: bool = False) -> str:
+    """CTEs ``hit`` (every instance row, tagged with its phrase number p) and ``per`` (one row per memory with
+    any phrase: d, the flags h<i> and, given weights, the frequencies f<i>; ``by_column``: the instance counts
+    n<i>_<column>)."""
+    hits = " UNION ALL ".join(f"SELECT {p.number} AS p, h.* FROM ({_phrase_hits_sql(p, params)}) h" for p in phrases)
+    columns = ["id", "min(d)::float8 AS d"]
+    for p in phrases:
+        columns.append(f"bool_or(p = {p.number}) AS h{p.number}")
+        if weights is not None:
+            columns.append(f"sum((%s::float8[])[col + 1] * n) FILTER (WHERE p = {p.number}) AS f{p.number}")
+            params.append(list(weights))
+        if by_column:
+            columns += [f"coalesce(sum(n) FILTER (WHERE p = {p.number} AND col = {c}), 0) AS n{p.number}_{c}" for c in range(len(COLUMNS))]
+    return f"hit AS ({hits}), per AS (SELECT {', '.join(columns)} FROM hit GROUP BY id)"
+
+
+def _tree_phrases(root: Node) -> list[Phrase]:
+    """The phrases left in the tree, in expression order. A phrase under an AND that can match nothing is gone
+    with it: like an empty phrase, it never sits on a row, so it adds nothing to any score."""
+    if isinstance(root, Phrase):
+        return [root]
+    return sorted({p.number: p for part in root.parts for p in _tree_phrases(part)}.values(), key=lambda p: p.number)
+
+
+# --- reading ---------------------------------------------------------------------------------------------------------
+
+
+def match_count(conn: psycopg.Connection[Any], expression: str, cap: int) -> int:
+    """How many indexed rows ``expression`` matches, counted up to ``cap`` (FTS5's
+    ``count(*) FROM (SELECT 1 ... MATCH ? LIMIT cap)``)."""
+    parsed = parse(expression)
+    if parsed.root is None or cap <= 0:
+        return 0
+    params: list[Any] = []
+    root = parsed.root
+    if isinstance(root, Phrase) and len(root.tokens) == 1 and not root.prefix:
+        # One word, the common case: its postings come in id order, so the count stops at the cap.
+        sql = "SELECT count(*) FROM (SELECT DISTINCT id FROM memory_fts_postings WHERE term = %s LIMIT %s) c"
+        return int(_one(conn, sql, (root.tokens[0], cap)))
+    ctes = _per_row_sql(_tree_phrases(root), params, None)
+    params.append(cap)
+    sql = f"WITH {ctes} SELECT count(*) FROM (SELECT 1 FROM per WHERE {_condition(root)} LIMIT %s) c"
+    return int(_one(conn, sql, params))
+
+
+def ranked(conn: psycopg.Connection[Any], expression: str, weights: Sequence[float], limit: int) -> list[tuple[int, float]]:
+    """The best ``limit`` matches of ``expression`` as ``(id, bm25)``, best (lowest) first and ties to the lower
+    id: the ids and scores of FTS5's ``bm25(memory_fts, *weights)`` (a weight per column of :data:`COLUMNS`;
+    missing weights are 1.0, as in FTS5)."""
+    parsed = parse(expression)
+    if parsed.root is None or limit <= 0:
+        return []
+    weights = [float(w) for w in weights][: len(COLUMNS)]
+    weights += [1.0] * (len(COLUMNS) - len(weights))
+    if all(_exact_weight(w) for w in weights):
+        return _ranked_in_sql(conn, parsed, weights, limit)
+    return _ranked_in_python(conn, parsed, weights, limit)
+
+
+def _exact_weight(weight: float) -> bool:
+    return 0 <= weight <= _EXACT_WEIGHT_UNITS and (weight * _EXACT_WEIGHT_UNITS).is_integer()
+
+
+def _ranked_in_sql(conn: psycopg.Connection[Any], parsed: Expression, weights: list[float], limit: int) -> list[tuple[int, float]]:
+    assert parsed.root is not None
+    phrases = _tree_phrases(parsed.root)
+    params: list[Any] = []
+    ctes = _per_row_sql(phrases, params, weights)
+    counted = _counted(parsed.root)
+    nhit = ", ".join(f"count(*) FILTER (WHERE h{p.number})::float8 AS n{p.number}" for p in phrases)
+    # IDF per phrase as fts5Bm25GetData computes it: log((N - nHit + 0.5) / (nHit + 0.5)), at most clamped to 1e-6.
+    idf = ", ".join(
+        f"CASE WHEN ln((s.rows - n{p.number} + 0.5::float8) / (n{p.number} + 0.5::float8)) <= 0 THEN {_MIN_IDF!r}::float8 "
+        f"ELSE ln((s.rows - n{p.number} + 0.5::float8) / (n{p.number} + 0.5::float8)) END AS idf{p.number}"
+        for p in phrases
+    )
+    score = "0::float8"
+    for p in phrases:
+        i = p.number
+        # idf * ((f * (k1 + 1)) / (f + k1 * ((1 - b) + (b * D) / avgdl))), operation for operation as in C.
+        term = f"(idf{i} * ((f{i} * {_K1_PLUS_1!r}::float8) / (f{i} + {_K1!r}::float8 * ({_ONE_MINUS_B!r}::float8 + ({_B!r}::float8 * per.d) / st.avgdl))))"
+        score = f"({score} + CASE WHEN {counted[i]} THEN {term} ELSE 0::float8 END)"
+    params.append(limit)
+    sql = (
+        f"WITH {ctes}, "
+        f"s AS (SELECT rows::float8 AS rows, tokens::float8 / rows::float8 AS avgdl FROM memory_fts_stats), "
+        f"nh AS (SELECT {nhit} FROM per), "
+        f"st AS (SELECT s.avgdl, {idf} FROM s, nh) "
+        f"SELECT per.id, -1.0::float8 * {score} AS score FROM per, st WHERE {_condition(parsed.root)} ORDER BY score, per.id LIMIT %s"
+    )
+    return [(int(i), float(s)) for i, s in conn.execute(sql, params).fetchall()]
+
+
+def _ranked_in_python(conn: psycopg.Connection[Any], parsed: Expression, weights: list[float], limit: int) -> list[tuple[int, float]]:
+    """Weights whose sums depend on the order of addition: every match's per-column counts come back and the
+    frequencies are summed one instance at a time, in column order, as fts5Bm25Function does."""
+    assert parsed.root is not None
+    phrases = _tree_phrases(parsed.root)
+    params: list[Any] = []
+    ctes = _per_row_sql(phrases, params, None, by_column=True)
+    counted = _counted(parsed.root)
+    select = ["per.id", "per.d"]
+    select += [f"({counted[p.number]}) AS c{p.number}" for p in phrases]
+    select += [f"n{p.number}_{c}" for p in phrases for c in range(len(COLUMNS))]
+    nhit = ", ".join(f"count(*) FILTER (WHERE h{p.number})" for p in phrases)
+    rows_sql = f"WITH {ctes} SELECT {', '.join(select)} FROM per WHERE {_condition(parsed.root)}"
+    stats_sql = f"WITH {ctes} SELECT {nhit} FROM per"
+    stats_params = list(params)
+    rows = conn.execute(rows_sql, params).fetchall()
+    if not rows:
+        return []
+    n_rows, total_tokens = conn.execute("SELECT rows, tokens FROM memory_fts_stats").fetchone() or (0, 0)
+    hits = conn.execute(stats_sql, stats_params).fetchone() or ()
+    avgdl = float(total_tokens) / float(n_rows)
+    idfs = []
+    for n_hit in hits:
+        idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
+        idfs.append(idf if idf > 0.0 else _MIN_IDF)
+    scored = []
+    k = len(phrases)
+    for row in rows:
+        memory_id, d = row[0], float(row[1])
+        flags, counts = row[2 : 2 + k], row[2 + k :]
+        score = 0.0
+        for i in range(k):
+            freq = 0.0
+            if flags[i]:
+                for column in range(len(COLUMNS)):
+                    for _ in range(int(counts[i * len(COLUMNS) + column])):
+                        freq += weights[column]
+            score += idfs[i] * ((freq * _K1_PLUS_1) / (freq + _K1 * (_ONE_MINUS_B + _B * d / avgdl)))
+        scored.append((-1.0 * score, int(memory_id)))
+    scored.sort()
+    return [(memory_id, score) for score, memory_id in scored[:limit]]
+
+
+def _one(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> Any:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row[0]
