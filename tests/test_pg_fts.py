@@ -211,6 +211,9 @@ def test_deletes_and_reindex_keep_the_statistics_exact(pair: Pair) -> None:
     pair.check('"alpha" OR "back" OR "title"')
     n_rows, _ = pair.stats()
     assert n_rows == len(pair.rows) == 18
+    pair.delete(list(pair.rows))
+    assert pair.stats() == (0, 0)
+    assert pair.check('"alpha" OR "back"') == []  # an empty index: no hits and no division by zero
 
 
 def test_replacing_within_one_batch_keeps_the_last(pair: Pair) -> None:

@@ -43,9 +43,12 @@ parentheses, with FTS5's precedence (NOT over AND over OR). Column filters, NEAR
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +77,9 @@ FTS_DDL = [
     )
     """,
     "CREATE INDEX IF NOT EXISTS memory_fts_postings_by_id ON memory_fts_postings (id)",
+    # A query reads a few thousand postings at most; starting parallel workers for it costs tens of milliseconds
+    # (seen at 10k memories: 55 ms of a 57 ms OR query), far more than the scan.
+    "ALTER TABLE memory_fts_postings SET (parallel_workers = 0)",
     # Every indexed memory with its token count, even one with no tokens at all (FTS5 counts it in N).
     "CREATE TABLE IF NOT EXISTS memory_fts_docs (id bigint PRIMARY KEY, tokens integer NOT NULL)",
     # N and the total token count, kept by increments in the indexing transaction.
@@ -118,31 +124,32 @@ def _tokenizer() -> sqlite3.Connection:
 
 
 @dataclass
-class _Document:
-    """One memory's tokens: per (term, column) its offsets, and the total token count."""
+class Tokens:
+    """What FTS5 indexes for a batch of memories: each memory's total token count (every memory, even one with
+    none), and the postings ``(term, id, column, offsets)``."""
 
-    postings: dict[tuple[str, int], list[int]]
-    tokens: int
+    counts: dict[int, int]
+    postings: list[tuple[str, int, int, list[int]]]
 
 
-def tokenize_documents(rows: Sequence[tuple[int, Sequence[str]]]) -> dict[int, _Document]:
-    """The tokens FTS5 would index for each ``(id, five index texts)``; every id gets an entry, even one with no
-    tokens."""
+def tokenize_documents(rows: Sequence[tuple[int, Sequence[str]]]) -> Tokens:
+    """The tokens FTS5 would index for each ``(id, five index texts)``."""
     conn = _tokenizer()
     column_of = {name: i for i, name in enumerate(COLUMNS)}
-    docs = {memory_id: _Document({}, 0) for memory_id, _ in rows}
     try:
         conn.executemany(f"INSERT INTO doc(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", [(i, *texts) for i, texts in rows])
-        for term, memory_id, column, offset in conn.execute("SELECT term, doc, col, offset FROM doc_tokens"):
-            doc = docs[memory_id]
-            doc.postings.setdefault((term, column_of[column]), []).append(offset)
-            doc.tokens += 1
+        instances = conn.execute("SELECT term, doc, col, offset FROM doc_tokens").fetchall()
     finally:
         conn.execute("INSERT INTO doc(doc) VALUES ('delete-all')")
-    for doc in docs.values():
-        for offsets in doc.postings.values():
-            offsets.sort()
-    return docs
+    counts = dict.fromkeys((memory_id for memory_id, _ in rows), 0)
+    counts.update(Counter(instance[1] for instance in instances))
+    # fts5vocab lists instances by term, then row, column and offset, so each posting is one run of rows (were it
+    # not, a posting would come twice and its primary key would refuse the second: loud, never wrong).
+    postings = [
+        (term, memory_id, column_of[column], [instance[3] for instance in run])
+        for (term, memory_id, column), run in itertools.groupby(instances, key=operator.itemgetter(0, 1, 2))
+    ]
+    return Tokens(counts, postings)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -159,6 +166,10 @@ def phrase_tokens(text: str) -> tuple[str, ...]:
 # --- writing ---------------------------------------------------------------------------------------------------------
 
 
+# COPY's text format: a backslash, tab, newline or carriage return inside a value is written as an escape.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
 def index(conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> None:
     """Index memories given as ``(id, title, content, tags, index_context, index_dates)`` as stored in
     ``memories``, replacing whatever was indexed for those ids; N and the token total stay exact. Runs in the
@@ -168,20 +179,22 @@ def index(conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> None:
         latest[int(memory_id)] = [index_text(t) if t is not None else "" for t in columns]
     if not latest:
         return
-    docs = tokenize_documents(list(latest.items()))
+    tokens = tokenize_documents(list(latest.items()))
+    counts = tokens.counts
     delete(conn, list(latest))
     with conn.cursor() as cur:
+        # COPY in text form, written as one buffer: psycopg's row-by-row array encoding would cost more than the
+        # tokenizing. Terms are tokenizer output (letters, digits, private-use characters), escaped all the same.
         with cur.copy("COPY memory_fts_docs (id, tokens) FROM STDIN") as copy:
-            for memory_id, doc in docs.items():
-                copy.write_row((memory_id, doc.tokens))
+            copy.write("".join(f"{memory_id}\t{n}\n" for memory_id, n in counts.items()))
         with cur.copy("COPY memory_fts_postings (term, id, col, positions, doc_tokens) FROM STDIN") as copy:
-            for memory_id, doc in docs.items():
-                for (term, column), offsets in doc.postings.items():
-                    copy.write_row((term, memory_id, column, offsets, doc.tokens))
-        cur.execute(
-            "UPDATE memory_fts_stats SET rows = rows + %s, tokens = tokens + %s",
-            (len(docs), sum(doc.tokens for doc in docs.values())),
-        )
+            copy.write(
+                "".join(
+                    f"{term.translate(_COPY_ESCAPES)}\t{memory_id}\t{column}\t{{{','.join(map(str, offsets))}}}\t{counts[memory_id]}\n"
+                    for term, memory_id, column, offsets in tokens.postings
+                )
+            )
+        cur.execute("UPDATE memory_fts_stats SET rows = rows + %s, tokens = tokens + %s", (len(counts), sum(counts.values())))
 
 
 def delete(conn: psycopg.Connection[Any], ids: Iterable[int]) -> None:
@@ -455,7 +468,19 @@ def _per_row_sql(phrases: Sequence[Phrase], params: list[Any], weights: Sequence
     """CTEs ``hit`` (every instance row, tagged with its phrase number p) and ``per`` (one row per memory with
     any phrase: d, the flags h<i> and, given weights, the frequencies f<i>; ``by_column``: the instance counts
     n<i>_<column>)."""
-    hits = " UNION ALL ".join(f"SELECT {p.number} AS p, h.* FROM ({_phrase_hits_sql(p, params)}) h" for p in phrases)
+    # Single words, most phrases, are read in one join from a list of (phrase, term): one scan node rather than
+    # one Append branch each, which also keeps the planner from handing the branches to parallel workers (their
+    # start-up cost tens of milliseconds; the postings table's parallel_workers = 0 does not stop a Parallel Append).
+    words = [p for p in phrases if len(p.tokens) == 1 and not p.prefix]
+    branches = []
+    if words:
+        branches.append(
+            "SELECT v.p, t.id, t.col, cardinality(t.positions) AS n, t.doc_tokens AS d "
+            "FROM unnest(%s::integer[], %s::text[]) AS v(p, term) JOIN memory_fts_postings t ON t.term = v.term"
+        )
+        params += [[p.number for p in words], [p.tokens[0] for p in words]]
+    branches += [f"SELECT {p.number} AS p, h.* FROM ({_phrase_hits_sql(p, params)}) h" for p in phrases if p not in words]
+    hits = " UNION ALL ".join(branches)
     columns = ["id", "min(d)::float8 AS d"]
     for p in phrases:
         columns.append(f"bool_or(p = {p.number}) AS h{p.number}")
@@ -536,7 +561,9 @@ def _ranked_in_sql(conn: psycopg.Connection[Any], parsed: Expression, weights: l
     params.append(limit)
     sql = (
         f"WITH {ctes}, "
-        f"s AS (SELECT rows::float8 AS rows, tokens::float8 / rows::float8 AS avgdl FROM memory_fts_stats), "
+        # LIMIT 1 tells the planner the one row it holds: its guess for an unanalysed table (thousands) made the
+        # cross join look costly enough for JIT compilation, 40 ms of a 4 ms query.
+        f"s AS (SELECT rows::float8 AS rows, tokens::float8 / nullif(rows, 0)::float8 AS avgdl FROM memory_fts_stats LIMIT 1), "
         f"nh AS (SELECT {nhit} FROM per), "
         f"st AS (SELECT s.avgdl, {idf} FROM s, nh) "
         f"SELECT per.id, -1.0::float8 * {score} AS score FROM per, st WHERE {_condition(parsed.root)} ORDER BY score, per.id LIMIT %s"
