@@ -20,7 +20,8 @@ Design, and why:
   would silently lose hits or counts; the postings rows have no such limits. The primary key (term, id, col) in
   byte order (``COLLATE "C"``) serves exact terms and prefixes (a prefix is a range of the key: the
   same bytewise prefix FTS5 matches) and returns a term's rows in id order, so a capped count can stop early.
-  The row's token count is kept on every postings row so that ranking needs no join.
+  The row's token count is kept on every postings row so that ranking needs no join. A term too long for a
+  B-tree entry (a pasted key is one token) is keyed by its head and a hash and kept whole beside it.
 * **Exact statistics.** ``memory_fts_docs`` holds every indexed row's token count (rows whose columns are all
   empty count too: FTS5 counts them in N) and the one-row ``memory_fts_stats`` holds N and the total tokens,
   updated by increments in the caller's transaction. The price is that concurrent indexers serialise on that row
@@ -43,6 +44,7 @@ parentheses, with FTS5's precedence (NOT over AND over OR). Column filters, NEAR
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 import operator
@@ -64,11 +66,13 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 FTS_DDL = [
     # One row per (term, memory, column): the term's token offsets in that column, and the memory's total tokens
-    # over all columns (bm25's D, kept here so ranking needs no join). "C" collation: bytewise order, so a prefix
+    # over all columns (bm25's D, kept here so ranking needs no join). ``term`` is the term's key (term_key: the
+    # term itself unless it is too long for a B-tree entry); a longer term is kept whole in ``long_term``. "C" collation: bytewise order, so a prefix
     # is a range of the primary key, exactly the terms FTS5's prefix query matches.
     """
     CREATE TABLE IF NOT EXISTS memory_fts_postings (
         term text COLLATE "C" NOT NULL,
+        long_term text COLLATE "C",
         id bigint NOT NULL,
         col smallint NOT NULL,
         positions integer[] NOT NULL,
@@ -102,6 +106,20 @@ _MIN_IDF = 1e-6
 # Weights that are multiples of 1/1024 up to 1024 keep every frequency sum exact whatever the order of addition
 # (a memory has fewer than 2**23 tokens, so the sums stay below 2**53 units of 1/1024).
 _EXACT_WEIGHT_UNITS = 1024
+
+
+#: Terms up to this many characters (at most 1 KB in UTF-8) are their own key; a B-tree entry must stay below
+#: about 2.7 KB, and a pasted key or base64 blob is one token of any length.
+KEY_CHARS = 256
+
+
+def term_key(term: str) -> str:
+    """The indexed key of a term: the term, or for a longer one its first :data:`KEY_CHARS` characters, a space
+    (which no token contains, so no short term has such a key) and a hash of the whole. A prefix of at most
+    KEY_CHARS characters is then a key range for long terms too."""
+    if len(term) <= KEY_CHARS:
+        return term
+    return f"{term[:KEY_CHARS]} {hashlib.blake2b(term.encode('utf-8'), digest_size=16).hexdigest()}"
 
 
 # --- tokenizing with SQLite -----------------------------------------------------------------------------------------
@@ -167,6 +185,7 @@ def phrase_tokens(text: str) -> tuple[str, ...]:
 
 
 # COPY's text format: a backslash, tab, newline or carriage return inside a value is written as an escape.
+_COPY_NULL = "\\N"
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
@@ -187,10 +206,11 @@ def index(conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> None:
         # tokenizing. Terms are tokenizer output (letters, digits, private-use characters), escaped all the same.
         with cur.copy("COPY memory_fts_docs (id, tokens) FROM STDIN") as copy:
             copy.write("".join(f"{memory_id}\t{n}\n" for memory_id, n in counts.items()))
-        with cur.copy("COPY memory_fts_postings (term, id, col, positions, doc_tokens) FROM STDIN") as copy:
+        with cur.copy("COPY memory_fts_postings (term, long_term, id, col, positions, doc_tokens) FROM STDIN") as copy:
             copy.write(
                 "".join(
-                    f"{term.translate(_COPY_ESCAPES)}\t{memory_id}\t{column}\t{{{','.join(map(str, offsets))}}}\t{counts[memory_id]}\n"
+                    f"{term_key(term).translate(_COPY_ESCAPES)}\t{term.translate(_COPY_ESCAPES) if len(term) > KEY_CHARS else _COPY_NULL}\t"
+                    f"{memory_id}\t{column}\t{{{','.join(map(str, offsets))}}}\t{counts[memory_id]}\n"
                     for term, memory_id, column, offsets in tokens.postings
                 )
             )
@@ -412,15 +432,23 @@ def _phrase_hits_sql(phrase: Phrase, params: list[Any]) -> str:
     tokens. A prefix applies to the last token; the tokens of a phrase are consecutive within one column."""
 
     def term_condition(alias: str, k: int) -> str:
+        token = phrase.tokens[k]
         if phrase.prefix and k == len(phrase.tokens) - 1:
             # A key range rather than LIKE: a prepared statement's generic plan still scans only the range.
-            end = _prefix_end(phrase.tokens[k])
-            params.append(phrase.tokens[k])
+            if len(token) > KEY_CHARS:
+                # Only long terms can start with it: their keys start with its first KEY_CHARS and a space.
+                params.extend([token[:KEY_CHARS] + " ", token[:KEY_CHARS] + "!", token])
+                return f"{alias}.term >= %s AND {alias}.term < %s AND starts_with({alias}.long_term, %s)"
+            end = _prefix_end(token)
+            params.append(token)
             if end is None:
                 return f"{alias}.term >= %s"
             params.append(end)
             return f"{alias}.term >= %s AND {alias}.term < %s"
-        params.append(phrase.tokens[k])
+        if len(token) > KEY_CHARS:
+            params.extend([term_key(token), token])
+            return f"{alias}.term = %s AND {alias}.long_term = %s"
+        params.append(token)
         return f"{alias}.term = %s"
 
     if len(phrase.tokens) == 1:
@@ -471,7 +499,7 @@ def _per_row_sql(phrases: Sequence[Phrase], params: list[Any], weights: Sequence
     # Single words, most phrases, are read in one join from a list of (phrase, term): one scan node rather than
     # one Append branch each, which also keeps the planner from handing the branches to parallel workers (their
     # start-up cost tens of milliseconds; the postings table's parallel_workers = 0 does not stop a Parallel Append).
-    words = [p for p in phrases if len(p.tokens) == 1 and not p.prefix]
+    words = [p for p in phrases if len(p.tokens) == 1 and not p.prefix and len(p.tokens[0]) <= KEY_CHARS]
     branches = []
     if words:
         branches.append(
@@ -511,7 +539,7 @@ def match_count(conn: psycopg.Connection[Any], expression: str, cap: int) -> int
         return 0
     params: list[Any] = []
     root = parsed.root
-    if isinstance(root, Phrase) and len(root.tokens) == 1 and not root.prefix:
+    if isinstance(root, Phrase) and len(root.tokens) == 1 and not root.prefix and len(root.tokens[0]) <= KEY_CHARS:
         # One word, the common case: its postings come in id order, so the count stops at the cap.
         sql = "SELECT count(*) FROM (SELECT DISTINCT id FROM memory_fts_postings WHERE term = %s LIMIT %s) c"
         return int(_one(conn, sql, (root.tokens[0], cap)))
