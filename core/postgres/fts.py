@@ -502,11 +502,14 @@ def _per_row_sql(phrases: Sequence[Phrase], params: list[Any], weights: Sequence
     words = [p for p in phrases if len(p.tokens) == 1 and not p.prefix and len(p.tokens[0]) <= KEY_CHARS]
     branches = []
     if words:
+        # term = ANY(...) rather than a join with the list: on a table not analysed yet (just after a bulk
+        # import) the join was planned as a scan of every posting (36 ms instead of 1 ms at 3000 memories).
         branches.append(
             "SELECT v.p, t.id, t.col, cardinality(t.positions) AS n, t.doc_tokens AS d "
-            "FROM unnest(%s::integer[], %s::text[]) AS v(p, term) JOIN memory_fts_postings t ON t.term = v.term"
+            "FROM memory_fts_postings t JOIN unnest(%s::integer[], %s::text[]) AS v(p, term) ON v.term = t.term "
+            "WHERE t.term = ANY(%s::text[])"
         )
-        params += [[p.number for p in words], [p.tokens[0] for p in words]]
+        params += [[p.number for p in words], [p.tokens[0] for p in words], sorted({p.tokens[0] for p in words})]
     branches += [f"SELECT {p.number} AS p, h.* FROM ({_phrase_hits_sql(p, params)}) h" for p in phrases if p not in words]
     hits = " UNION ALL ".join(branches)
     columns = ["id", "min(d)::float8 AS d"]
