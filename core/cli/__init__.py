@@ -51,6 +51,7 @@ COMMAND_MODULES = (
     "memlens.cli.embed_commands",
     "memlens.cli.conflict_commands",
     "memlens.cli.calibrate_commands",
+    "memlens.cli.copy_commands",
     "memlens.cli.completion",
 )
 
