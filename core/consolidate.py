@@ -258,7 +258,7 @@ def due_sessions(store: MemoryStore, now: datetime) -> list[_SessionWork]:
             "SELECT s.id, s.project, s.metadata FROM sessions s "
             "WHERE ((s.ended_at IS NOT NULL AND s.ended_at <= ?) OR s.last_event_at <= ?) "
             "AND EXISTS (SELECT 1 FROM memories m WHERE m.session_id = s.id AND m.layer = 'working' AND m.created_at <= ? "
-            "AND m.id > COALESCE(json_extract(s.metadata, '$.summarized_through'), 0)) "
+            "AND m.id > COALESCE(CAST(json_extract(s.metadata, '$.summarized_through') AS BIGINT), 0)) "
             "ORDER BY s.last_event_at, s.id",
             (ts, idle, ts),
         ).fetchall()

@@ -147,7 +147,7 @@ def _has_unconsolidated(store: MemoryStore, session_id: str) -> bool:
     with store.ctx.read() as conn:
         row = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM memories m WHERE m.session_id = s.id AND m.layer = 'working' "
-            "AND m.id > COALESCE(json_extract(s.metadata, '$.summarized_through'), 0)) FROM sessions s WHERE s.id = ?",
+            "AND m.id > COALESCE(CAST(json_extract(s.metadata, '$.summarized_through') AS BIGINT), 0)) FROM sessions s WHERE s.id = ?",
             (session_id,),
         ).fetchone()
     return bool(row and row[0])

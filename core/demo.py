@@ -202,9 +202,14 @@ def generate(
     return summary
 
 
-def demo_path_beside(store_path: Path) -> Path:
-    """A file for a demo store in the same folder as ``store_path`` that does not exist yet: demo.db, demo-2.db, ..."""
-    folder = store_path.parent
+def demo_path_beside(store_path: Path | str) -> Path:
+    """A file for a demo store in the same folder as ``store_path`` that does not exist yet: demo.db, demo-2.db, ...
+    (beside the default store for a store on a PostgreSQL server: a demo never goes into a team's database)."""
+    if str(store_path).startswith(("postgresql://", "postgres://")):
+        from memlens.config import default_store_path
+
+        store_path = default_store_path()
+    folder = Path(store_path).parent
     candidate = folder / "demo.db"
     n = 2
     while candidate.exists():

@@ -110,9 +110,26 @@ def project_from_cwd(cwd: str | os.PathLike[str] | None) -> str | None:
         folder = parent
 
 
+def side_path(store: Path | str) -> Path:
+    """Where the hook's side files of a store live, as a path beside which they go: the store's file itself, or,
+    for a store on a PostgreSQL server, a name in this user's state folder made from its URL (no password)."""
+    text = str(store)
+    if not text.startswith(("postgresql://", "postgres://")):
+        return Path(store)
+    import platformdirs
+
+    from memlens.postgres import redact_url
+
+    tag = hashlib.sha256(redact_url(text).encode("utf-8")).hexdigest()[:16]
+    folder = Path(platformdirs.user_state_dir("memlens")) / "servers" / tag
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / "server"
+
+
 def log_path(store_path: Path) -> Path:
     """Where hook problems are written: ``hook.log`` next to the store."""
-    return store_path.parent / LOG_NAME
+    return side_path(store_path).parent / LOG_NAME
 
 
 def handle_event(store: Any, event: Mapping[str, Any], *, now: datetime | None = None, event_name: str | None = None) -> HookResult:
@@ -280,7 +297,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
 def _keep_pending(store_path: Path, event: Any, now: datetime, event_name: str | None) -> None:
     """Append an event (redacted) to the pending file, to be recorded by the next hook that gets the store."""
     line = json.dumps({"at": now.timestamp(), "event_name": event_name, "event": redact_value(event)[0]}, ensure_ascii=False)
-    fd = open_side_file(store_path.parent / PENDING_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = open_side_file(side_path(store_path).parent / PENDING_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         _lock(fd)
         os.write(fd, (line + "\n").encode("utf-8"))
@@ -296,7 +313,7 @@ def _replay_pending(store: Any, store_path: Path) -> int:
     is locked again halfway do the events not yet recorded stay (and StoreLockedError is raised again).
     """
     try:
-        fd = open_side_file(store_path.parent / PENDING_NAME, os.O_RDWR)
+        fd = open_side_file(side_path(store_path).parent / PENDING_NAME, os.O_RDWR)
     except FileNotFoundError:
         return 0
     except StoreEnvironmentError as exc:
@@ -335,7 +352,7 @@ def _replay_pending(store: Any, store_path: Path) -> int:
 
 
 def _fingerprint(store_path: Path, session_id: str, tool: str, tool_input: Any) -> str:
-    payload = json.dumps([store_path.name, session_id, tool, tool_input], sort_keys=True, ensure_ascii=False, default=str)
+    payload = json.dumps([side_path(store_path).name, session_id, tool, tool_input], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8", errors="replace")).hexdigest()
 
 
@@ -363,7 +380,7 @@ def _recent_events(store_path: Path, now: datetime) -> Iterator[_Recent]:
     A ledger that is a link or not the user's own file is left alone (and logged): the event is still recorded,
     only without the duplicate check."""
     try:
-        fd = open_side_file(store_path.parent / RECENT_NAME, os.O_RDWR | os.O_CREAT)
+        fd = open_side_file(side_path(store_path).parent / RECENT_NAME, os.O_RDWR | os.O_CREAT)
     except StoreEnvironmentError as exc:
         log_problem(store_path, f"{exc}; the duplicate check was skipped")
         yield _Recent({}, now)

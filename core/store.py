@@ -21,6 +21,7 @@ from memlens import db, decay
 from memlens.config import StoreSettings, default_store_path
 from memlens.errors import InvalidInput
 from memlens.models import Layer, Memory, Origin, ts_from_dt
+from memlens.postgres import is_postgres
 from memlens.storage.context import StoreContext, content_hash, resolve_now, to_json
 from memlens.storage.filters import FilterKeywords, MemoryFilter, filter_sql, resolve_filter
 from memlens.storage.memories import MemoryRepository
@@ -79,7 +80,7 @@ class MemoryStore:
     (only :meth:`recall` reinforces a memory).
     """
 
-    def __init__(self, conn: db.Connection, path: Path, *, readonly: bool = False, actor: str = "api") -> None:
+    def __init__(self, conn: db.Connection, path: Path | str, *, readonly: bool = False, actor: str = "api") -> None:
         self.ctx = StoreContext(conn, path, readonly=readonly, actor=actor)
         self.memories = MemoryRepository(self.ctx)
         self.session_log = SessionRepository(self.ctx)
@@ -138,6 +139,18 @@ class MemoryStore:
         Raises a :class:`memlens.errors.StoreEnvironmentError` subclass with a readable message for a file that is
         not a memlens store, is corrupt, was written by a newer memlens, is locked or cannot be written.
         """
+        from memlens.postgres import is_url
+
+        if is_url(path):
+            # A team's store on a PostgreSQL server (memlens.postgres): the same API over the same SQL.
+            from memlens.postgres import connection as pg
+
+            assert isinstance(path, str)
+            conn = pg.connect(path, create=create, readonly=readonly)
+            return cls(conn, pg.redact_url(path), readonly=readonly, actor=actor)
+        if str(path).startswith(("postgresql:", "postgres:")):
+            # A URL that went through Path() lost a slash: never make a file of that name.
+            raise InvalidInput(f"{str(path)[:40]!r} is neither a file path nor a PostgreSQL URL (postgresql://user@host/database)")
         resolved = Path(path).expanduser() if path is not None else default_store_path()
         conn = db.connect(resolved, create=create, readonly=readonly)
         try:
@@ -611,7 +624,16 @@ class MemoryStore:
                 "projects": one("SELECT COUNT(DISTINCT project) FROM memories"),
                 "schema_version": one("PRAGMA user_version"),
             }
-        size = sum(p.stat().st_size for p in (self.path, Path(str(self.path) + "-wal")) if p.exists())
+        if is_postgres(self.ctx.conn):
+            with self.ctx.read() as conn:
+                size = int(
+                    conn.execute(
+                        "SELECT COALESCE(sum(pg_total_relation_size(oid)), 0) FROM pg_class "
+                        "WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'"
+                    ).fetchone()[0]
+                )
+        else:
+            size = sum(p.stat().st_size for p in (Path(self.path), Path(str(self.path) + "-wal")) if p.exists())
         return {
             "path": str(self.path),
             "layers": layers,

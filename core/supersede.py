@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memlens.postgres import is_postgres
 from memlens.text import jaccard, similarity_tokens, token_key
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]
         counts.update(text.split())
     conn.executemany("INSERT INTO similarity_index(rowid, keys) VALUES (?, ?)", payload)
     conn.executemany(
-        "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = df + excluded.df",
+        "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = token_stats.df + excluded.df",
         list(counts.items()),
     )
     log_changes(conn, [memory_id for memory_id, _ in payload], True)
@@ -125,7 +126,10 @@ def unindex_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[st
         counts.update(text.split())
     if not payload:
         return
-    conn.executemany("INSERT INTO similarity_index(similarity_index, rowid, keys) VALUES ('delete', ?, ?)", payload)
+    if is_postgres(conn):
+        conn.executemany("DELETE FROM similarity_index WHERE rowid = ?", [(memory_id,) for memory_id, _ in payload])
+    else:
+        conn.executemany("INSERT INTO similarity_index(similarity_index, rowid, keys) VALUES ('delete', ?, ?)", payload)
     conn.executemany("UPDATE token_stats SET df = df - ? WHERE key = ?", [(n, k) for k, n in counts.items()])
     conn.executemany("DELETE FROM token_stats WHERE key = ? AND df <= 0", [(k,) for k in counts])
     log_changes(conn, [memory_id for memory_id, _ in payload], False)

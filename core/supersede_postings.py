@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memlens.postgres import is_postgres
 from memlens.text import similarity_tokens, token_key
 
 if TYPE_CHECKING:
@@ -215,14 +216,28 @@ class SimilarityPostings:
     def _build(self, conn: Connection) -> None:
         """A new snapshot from the FTS5 index, read in one transaction (the log head first: replaying from it
         later is harmless, see the module docstring)."""
-        _create_vocab_tables(conn)
+        postgres = is_postgres(conn)
+        # The index's terms with their document counts, and each slice's postings (documents by term, then id).
+        if postgres:
+            # A table of each memory's keys: split on the server, in the order fts5vocab gives.
+            terms_sql = "SELECT k, count(*) FROM similarity_index, unnest(string_to_array(keys, ' ')) AS k GROUP BY k ORDER BY k"
+            slice_sql = (
+                "SELECT string_agg(rowid::text, ',' ORDER BY k, rowid) FROM similarity_index, unnest(string_to_array(keys, ' ')) AS k "
+                "WHERE k >= ? AND k < ?"
+            )
+            docs_sql = "SELECT COUNT(*) FROM similarity_index"
+        else:
+            _create_vocab_tables(conn)
+            terms_sql = f"SELECT term, doc FROM {_VOCAB_ROWS}"
+            slice_sql = f"SELECT group_concat(doc) FROM {_VOCAB} WHERE term >= ? AND term < ?"
+            docs_sql = "SELECT COUNT(*) FROM similarity_index_docsize" if _has_docsize(conn) else ""
         own = not conn.in_transaction
         if own:
             conn.execute("BEGIN")
         try:
             row = conn.execute("SELECT seq, tag FROM similarity_changes ORDER BY seq DESC LIMIT 1").fetchone()
             head = (int(row[0]), int(row[1])) if row else (0, 0)
-            terms = conn.execute(f"SELECT term, doc FROM {_VOCAB_ROWS}").fetchall()
+            terms = conn.execute(terms_sql).fetchall()
             keys = np.fromiter((key_number(t) for t, _ in terms), dtype=np.int64, count=len(terms))
             counts = np.fromiter((d for _, d in terms), dtype=np.int64, count=len(terms))
             offsets = np.zeros(len(terms) + 1, dtype=np.int64)
@@ -233,16 +248,14 @@ class SimilarityPostings:
             filled = 0
             # Sixteen slices by the first hex digit of the key keep the joined text small (tens of MB at 1M).
             for digit in "0123456789abcdef":
-                (joined,) = conn.execute(
-                    f"SELECT group_concat(doc) FROM {_VOCAB} WHERE term >= ? AND term < ?", (f"k{digit}", f"k{digit}g")
-                ).fetchone()
+                (joined,) = conn.execute(slice_sql, (f"k{digit}", f"k{digit}g")).fetchone()
                 if joined:
                     part = np.fromstring(joined, dtype=ids.dtype, sep=",")
                     ids[filled : filled + len(part)] = part
                     filled += len(part)
             if filled != len(ids):
                 raise RuntimeError(f"the supersede index changed while read ({filled} of {len(ids)} postings)")
-            docs = conn.execute("SELECT COUNT(*) FROM similarity_index_docsize").fetchone()[0] if _has_docsize(conn) else 0
+            docs = conn.execute(docs_sql).fetchone()[0] if docs_sql else 0
         finally:
             if own:
                 conn.execute("COMMIT")

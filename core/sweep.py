@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from memlens import rules, supersede
 from memlens.config import StoreSettings
 from memlens.db import Connection
+from memlens.postgres import is_postgres
 from memlens.rules.base import DuplicateLink, MemoryRow, RankInput, RankRow, RulePlan, SweepDecision, TaggedLatest
 from memlens.rules.capacity import ARCHIVE_MIN_CHARS
 from memlens.storage.forgetting import ForgetGroup
@@ -347,8 +348,14 @@ class StoreView:
         ordered = sorted(tokens, key=lambda t: (df.get(token_key(t), 0), t))
         probe = sorted({token_key(t) for t in ordered[:prefix_len] if df.get(token_key(t), 0) > 1})
         found: set[int] = set()
+        # The memories holding each key: FTS5's MATCH in SQLite, the keys' GIN index on a server.
+        holding = (
+            "SELECT rowid FROM similarity_index WHERE string_to_array(keys, ' ') @> ARRAY[?::text]"
+            if is_postgres(self.conn)
+            else "SELECT rowid FROM similarity_index WHERE similarity_index MATCH ?"
+        )
         for key in probe:
-            found.update(r[0] for r in self.conn.execute("SELECT rowid FROM similarity_index WHERE similarity_index MATCH ?", (key,)))
+            found.update(r[0] for r in self.conn.execute(holding, (key,)))
         return found
 
     def stands_alone(self, memory_id: int) -> bool:

@@ -37,10 +37,51 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store" / "memory.db"
 
 
+#: The test modules whose ``store`` tests run on both backends: the core's conformance tests. A test in them that is
+#: about the SQLite file itself is marked ``sqlite_only`` (with the reason) and runs on SQLite alone.
+BOTH_BACKENDS = frozenset(
+    {
+        "test_store_basics",
+        "test_supersede",
+        "test_search",
+        "test_forget",
+        "test_audit",
+        "test_sweep",
+        "test_decay",
+        "test_filters",
+        "test_conflicts",
+        "test_consolidate",
+        "test_episodes",
+        "test_ranking",
+        "test_search_coverage",
+        "test_hostile_input",
+        "test_jsonl",
+        "test_embeddings",
+        "test_fusion",
+        "test_cascade",
+        "test_tidiness",
+        "test_calibrate",
+        "test_hooks",
+    }
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    both = "store" in metafunc.fixturenames and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS
+    if both and metafunc.definition.get_closest_marker("sqlite_only") is None:
+        metafunc.parametrize("backend", ["sqlite", "postgresql"])
+
+
 @pytest.fixture
-def store(db_path: Path) -> Iterator[MemoryStore]:
-    """A fresh, empty store, closed after the test."""
-    s = MemoryStore.open(db_path)
+def backend() -> str:
+    """Which backend the ``store`` fixture opens (both, for the modules in :data:`BOTH_BACKENDS`)."""
+    return "sqlite"
+
+
+@pytest.fixture
+def store(db_path: Path, backend: str, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    """A fresh, empty store, closed after the test: a file, or a PostgreSQL database on the throwaway server."""
+    s = MemoryStore.open(request.getfixturevalue("pg_url") if backend == "postgresql" else db_path)
     try:
         yield s
     finally:
@@ -92,3 +133,48 @@ def pg_url(pg_server: object) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class RawSQL:
+    """A connection of its own to a test's store, past memlens (to tamper with it as an attacker would), for either
+    backend: ``execute`` runs one statement and commits; ``errors`` are the errors the database raises."""
+
+    def __init__(self, backend: str, location: str | Path) -> None:
+        self.backend = backend
+        if backend == "postgresql":
+            import psycopg
+
+            self._conn: object = psycopg.connect(str(location), autocommit=True)
+            self.errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+        else:
+            import sqlite3
+
+            self._conn = sqlite3.connect(location, isolation_level=None)
+            self.errors = (sqlite3.DatabaseError,)
+
+    def execute(self, sql: str) -> list[tuple[object, ...]]:
+        cur = self._conn.execute(sql)  # type: ignore[attr-defined]
+        return list(cur.fetchall()) if cur.description else []
+
+    def drop_audit_guards(self) -> None:
+        """Remove the triggers that keep the audit log append-only."""
+        if self.backend == "postgresql":
+            # The server enforces the targets' foreign key whatever the connection: an attacker drops it too.
+            self.execute("DROP TRIGGER audit_no_change ON audit")
+            self.execute("ALTER TABLE audit_targets DROP CONSTRAINT audit_targets_audit_id_fkey")
+        else:
+            self.execute("DROP TRIGGER audit_no_update")
+            self.execute("DROP TRIGGER audit_no_delete")
+
+    def close(self) -> None:
+        self._conn.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def raw_sql(store: MemoryStore, backend: str, db_path: Path) -> Iterator[RawSQL]:
+    """A :class:`RawSQL` connection to the ``store`` fixture's database."""
+    raw = RawSQL(backend, store.ctx.conn.url if backend == "postgresql" else db_path)
+    try:
+        yield raw
+    finally:
+        raw.close()

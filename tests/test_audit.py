@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from memlens import MemoryStore
@@ -32,38 +30,30 @@ def test_audit_holds_no_memory_text(store: MemoryStore, t0, db_path):
     assert "bluewhale42" not in repr(rows)
 
 
-def test_append_only_at_sql_level(store: MemoryStore, t0, db_path):
+def test_append_only_at_sql_level(store: MemoryStore, t0, raw_sql):
     store.remember("x", now=t0)
-    raw = sqlite3.connect(db_path)
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        raw.execute("UPDATE audit SET operation = 'nothing'")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        raw.execute("DELETE FROM audit")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        raw.execute("DELETE FROM audit_targets")
-    raw.close()
+    for sql in ("UPDATE audit SET operation = 'nothing'", "DELETE FROM audit", "DELETE FROM audit_targets"):
+        with pytest.raises(raw_sql.errors, match="append-only"):
+            raw_sql.execute(sql)
+    if raw_sql.backend == "postgresql":  # TRUNCATE fires no row trigger: it has a guard of its own
+        with pytest.raises(raw_sql.errors, match="append-only"):
+            raw_sql.execute("TRUNCATE audit_targets")
 
 
-def test_hash_chain_detects_tampering(store: MemoryStore, t0, db_path):
+def test_hash_chain_detects_tampering(store: MemoryStore, t0, raw_sql):
     for i in range(5):
         store.remember(f"memory {i}", now=t0)
     assert store.verify_audit().ok and store.verify_audit().checked == 5
-    raw = sqlite3.connect(db_path)
-    raw.execute("DROP TRIGGER audit_no_update")
-    raw.execute("UPDATE audit SET details = '{\"forged\":true}' WHERE id = 3")
-    raw.commit()
-    raw.close()
+    raw_sql.drop_audit_guards()
+    raw_sql.execute("UPDATE audit SET details = '{\"forged\":true}' WHERE id = 3")
     check = store.verify_audit()
     assert not check.ok and check.first_bad_id == 3 and "altered" in (check.problem or "")
 
 
-def test_hash_chain_detects_a_missing_entry(store: MemoryStore, t0, db_path):
+def test_hash_chain_detects_a_missing_entry(store: MemoryStore, t0, raw_sql):
     for i in range(4):
         store.remember(f"memory {i}", now=t0)
-    raw = sqlite3.connect(db_path)
-    raw.execute("DROP TRIGGER audit_no_delete")
-    raw.execute("DELETE FROM audit WHERE id = 2")
-    raw.commit()
-    raw.close()
+    raw_sql.drop_audit_guards()
+    raw_sql.execute("DELETE FROM audit WHERE id = 2")
     check = store.verify_audit()
     assert not check.ok and check.first_bad_id == 2 and "missing" in (check.problem or "")

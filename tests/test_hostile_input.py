@@ -402,6 +402,7 @@ def test_cli_handles_undecodable_arguments_from_the_os(seeded: MemoryStore, db_p
         assert main(["--db", str(db_path), "search", text]) == 0
 
 
+@pytest.mark.sqlite_only  # drives the CLI on the seeded store's file
 def test_time_travel_and_dates_on_the_command_line(seeded: MemoryStore, db_path: Path):
     for bad in ("yesterday", "2026-13-01", "\x00", "9999999-01-01"):
         with strict_streams() as (_out, err):

@@ -44,6 +44,7 @@ def test_remember_defaults_and_fields(store: MemoryStore, t0):
     ],
 )
 def test_bad_input_is_refused_and_writes_nothing(store: MemoryStore, t0, kwargs):
+    kwargs = dict(kwargs)  # the same dict is handed to each backend's run
     content = kwargs.pop("content")
     with pytest.raises(InvalidInput):
         store.remember(content, now=t0, **kwargs)
@@ -56,8 +57,14 @@ def test_naive_now_is_refused(store: MemoryStore, t0):
         store.remember("x", now=t0.replace(tzinfo=None))
 
 
-def test_odd_text_is_stored_safely(store: MemoryStore, t0):
-    m = store.remember("nul\x00byte, lone \ud800 surrogate, emoji 😀, control \x07", now=t0)
+def test_odd_text_is_stored_safely(store: MemoryStore, t0, backend):
+    if backend == "postgresql":
+        # PostgreSQL's text cannot hold U+0000: refused with the reason, nothing written.
+        with pytest.raises(InvalidInput, match="NUL"):
+            store.remember("nul\x00byte", now=t0)
+        assert store.count_memories() == 0
+    odd = "lone \ud800 surrogate, emoji 😀, control \x07" if backend == "postgresql" else "nul\x00byte, lone \ud800 surrogate, emoji 😀, control \x07"
+    m = store.remember(odd, now=t0)
     assert "\ufffd" in m.content and "😀" in m.content
     assert store.get(m.id).content == m.content
 
@@ -128,3 +135,11 @@ def test_two_processes_writing_at_once_lose_nothing(db_path: Path):
         assert store.count_memories(latest_only=False) == 300
         rows = store.conn.execute("SELECT chain_id, SUM(is_latest) FROM memories GROUP BY chain_id").fetchall()
         assert all(n == 1 for _, n in rows)
+
+
+def test_a_mangled_postgresql_url_makes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Path("postgresql://u@h/db") is "postgresql:/u@h/db": opening it once made a SQLite file under ./postgresql:/.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput, match="PostgreSQL URL"):
+        MemoryStore.open(Path("postgresql://someone@localhost/agents"))
+    assert list(tmp_path.iterdir()) == []

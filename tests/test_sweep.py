@@ -332,6 +332,7 @@ def test_audit_has_one_entry_per_decision_and_never_the_text(store: MemoryStore,
     assert store.verify_audit().ok
 
 
+@pytest.mark.sqlite_only  # counts the SQLite statements a sweep runs (set_trace_callback)
 def test_sweep_finds_what_is_due_through_indexes(store: MemoryStore, t0):
     _store_with_everything(store, t0)
     store.sweep(now=t0 + 2 * HOUR)  # checks the new memories for near-duplicates once
@@ -352,6 +353,7 @@ def test_sweep_finds_what_is_due_through_indexes(store: MemoryStore, t0):
     assert full_scans == []
 
 
+@pytest.mark.sqlite_only  # counts the SQLite statements a sweep runs (set_trace_callback)
 def test_a_backlog_is_applied_in_batches_and_changes_meanwhile_are_respected(store: MemoryStore, t0, monkeypatch: pytest.MonkeyPatch):
     chats = [store.remember(f"small talk about the {WORDS[i]}", type="chitchat", now=t0).id for i in range(7)]
     now = t0 + 3 * DAY

@@ -204,6 +204,9 @@ def _read_all(pattern: str) -> list[Checkpoint]:
 
 
 def _file_tag(store_path: Path | str) -> str:
+    if str(store_path).startswith(("postgresql://", "postgres://")):
+        # A database is named by its URL (without the password: memlens.postgres.connection.redact_url).
+        return hashlib.sha256(str(store_path).encode("utf-8")).hexdigest()[:24]
     return hashlib.sha256(os.path.realpath(store_path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import queue
 
 from memlens import db
+from memlens.postgres import is_postgres
 from memlens.storage.context import to_json
 from memlens.text import index_text
 
@@ -133,7 +134,8 @@ def insert_new(
         fts_values = [(*fts, indexed(derived[fts[0]][1]), indexed(derived[fts[0]][0])) for fts in fts_rows]
     if contexts:
         conn.executemany("UPDATE memories SET index_context = ? WHERE id = ?", [(context, memory_id) for memory_id, context in contexts.items()])
-    conn.executemany(_FTS_INSERT, fts_values)
+    if not is_postgres(conn):  # a server indexes the new rows at commit (memlens.postgres.derived)
+        conn.executemany(_FTS_INSERT, fts_values)
     for trigger_sql in dropped:
         conn.execute(trigger_sql)
     # Only a memory in a session can be another's previous turn, so the new ones in a session are all it needs.

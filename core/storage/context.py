@@ -191,7 +191,7 @@ def audit_hash(prev_hash: str, at: float, operation: str, actor: str, targets: s
 class StoreContext:
     """The connection of one open store and the rules for using it (see the module docstring)."""
 
-    def __init__(self, conn: db.Connection, path: Path, *, readonly: bool = False, actor: str = "api") -> None:
+    def __init__(self, conn: db.Connection, path: Path | str, *, readonly: bool = False, actor: str = "api") -> None:
         self._conn: db.Connection | None = conn
         conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
         self.path = path

@@ -39,7 +39,7 @@ from typing import Any
 
 from memlens import db, supersede
 from memlens.errors import MemlensError
-from memlens.postgres.connection import is_url, redact_url
+from memlens.postgres import is_url, redact_url
 from memlens.store import MemoryStore
 from memlens.text import similarity_tokens
 

@@ -12,11 +12,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from memlens import db, supersede
 from memlens.errors import InvalidInput
 from memlens.models import ts_from_dt
+from memlens.postgres import is_postgres
 from memlens.storage import index_context
 from memlens.storage.context import ERASURE_PENDING_KEY, AuditEntry, StoreContext, content_hash
 from memlens.storage.memories import MemoryRepository
@@ -44,6 +46,11 @@ ERASURE_WAIT_SECONDS = 3.0
 #: indexes (dropping the deleted terms) instead of FTS5's per-row secure-delete.
 BULK_PURGE_ROWS = 100
 _INDEXES = ("memory_fts", "similarity_index")
+#: The PostgreSQL tables a forget deletes rows from, which VACUUM then clears of the dead row versions.
+ERASED_TABLES = (
+    "memories", "memory_tags", "access_log", "relations", "memory_vectors", "conflicts", "similarity_index", "token_stats",
+    "memory_fts_postings", "memory_fts_docs", "sessions", "fts_pending",
+)  # fmt: skip
 #: Ids per ``IN (...)`` list: well below SQLite's limit on bound parameters.
 _CHUNK = 500
 
@@ -297,6 +304,8 @@ class ForgettingRepository:
         complete, else what is still pending; the store stays marked and the next memlens process to open, write
         or close it finishes the job.
         """
+        if is_postgres(self.ctx.conn):
+            return self._vacuum_erased()
         if not self.ctx.fts_secure:
             with self.ctx.write() as c:
                 c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, "fts optimize"))
@@ -310,11 +319,25 @@ class ForgettingRepository:
                     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, "checkpoint blocked by a reader"))
                 return (
                     "the erased text is gone from the table and the indexes, but old copies of its pages are still in "
-                    f"{self.ctx.path.name} or its -wal file: another connection is reading the store. They are "
+                    f"{Path(self.ctx.path).name} or its -wal file: another connection is reading the store. They are "
                     "overwritten as soon as that reader ends and any memlens process next opens or closes the store"
                 )
             time.sleep(delay)  # outside the store's lock: this process's other threads carry on meanwhile
             delay = min(delay * 2, 0.25)
+        return None
+
+    def _vacuum_erased(self) -> str | None:
+        """Erasure on PostgreSQL: the rows are deleted from every table already; VACUUM then removes the dead row
+        versions from the tables and their indexes, so no query, and no page read through the server, finds the
+        text. What the server does not promise (its WAL until recycled, replicas, backups, free space not yet
+        overwritten) is in the README, "Forgetting on PostgreSQL". Returns None when VACUUM ran, else why not."""
+        with self.ctx.read() as conn:
+            if conn.in_transaction:  # VACUUM cannot run inside a transaction: the caller's commit comes first
+                return "the erased rows are deleted; VACUUM runs after the surrounding transaction commits (run `memlens doctor`)"
+            try:
+                conn.execute(f"VACUUM {', '.join(ERASED_TABLES)}")
+            except db.sqlite.Error as exc:
+                return f"the erased rows are deleted, but VACUUM failed ({exc}); run `memlens doctor`"
         return None
 
     def was_session_forgotten(self, session_id: str) -> bool:

@@ -47,6 +47,8 @@ from memlens.config import SearchTuning
 from memlens.decay import DecayConfig
 from memlens.errors import InvalidInput, QueryError, StoreEnvironmentError
 from memlens.models import Memory, ts_from_dt
+from memlens.postgres import is_postgres
+from memlens.postgres.derived import flush_pending
 from memlens.storage import coverage, expansion
 from memlens.storage.context import StoreContext, resolve_now
 from memlens.storage.expansion import ExpansionTerm
@@ -81,7 +83,7 @@ SORTABLE: dict[str, str] = {
 ID_SORTABLE: dict[str, str] = {
     **SORTABLE,
     "layer": "m.layer",
-    "tags": "(SELECT group_concat(tag, ', ') FROM (SELECT t.tag FROM memory_tags t WHERE t.memory_id = m.id ORDER BY t.tag))",
+    "tags": "(SELECT group_concat(tag, ', ') FROM (SELECT t.tag FROM memory_tags t WHERE t.memory_id = m.id ORDER BY t.tag) AS named)",
 }
 #: Stored vectors read per pass of the nearest-vector scan: about 30 MB of float32 at 384 dimensions.
 _VECTOR_CHUNK = 20_000
@@ -215,7 +217,7 @@ class SearchRepository:
         if self._columns is None:
             have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
             columns = [f"m.{name}" if name in have else f"{_MISSING_COLUMN[name]} AS {name}" for name in CANDIDATE_FIELDS]
-            if "text_importance" in have:
+            if "text_importance" in have and not is_postgres(conn):  # a server's rows have it by commit (memlens.postgres.derived)
                 columns[_TEXT_IMPORTANCE] = "COALESCE(m.text_importance, ml_text_importance(m.content)) AS text_importance"
             self._columns = ", ".join(columns)
         return self._columns
@@ -446,7 +448,14 @@ class SearchRepository:
             if count < counted_to or 0 < cap <= counted_to:
                 counts[expression] = min(count, cap)
         missing = list(dict.fromkeys(e for e in asked if e not in counts))
-        if missing:
+        if missing and is_postgres(conn):
+            from memlens.postgres import fts
+
+            flush_pending(conn)
+            for expression in missing:
+                counts[expression] = fts.match_count(conn.raw, expression, cap)
+                kept[expression] = (counts[expression], cap)
+        elif missing:
             one = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
             sql = "SELECT " + ", ".join([one] * len(missing))
             args: list[Any] = []
@@ -465,6 +474,8 @@ class SearchRepository:
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
     ) -> list[tuple[Any, ...]]:
         """The best ``pool`` matches of one FTS5 expression passing the filter, best first, bm25 appended."""
+        if is_postgres(conn):
+            return self._server_fts_rows(conn, expression, where, params, pool, tuning)
         # Rank inside FTS5 first and read only the best few rows of `memories`: joining every match before the
         # ORDER BY costs a row lookup per match (hundreds of thousands for a common word at a million). The ranked
         # window is LEFT JOINed to its rows in one statement: a window row whose memory fails the filters (latest
@@ -514,6 +525,34 @@ class SearchRepository:
                 raise QueryError(f"not a valid FTS5 query: {exc}") from None
             raise err from exc
         # Best first, ties to the lower id; each row carries its bm25 last.
+        return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
+
+    def _server_fts_rows(
+        self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, tuning: SearchTuning
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`_fts_rows` on PostgreSQL: the best matches ranked by :mod:`memlens.postgres.fts` (FTS5's bm25 over
+        FTS5's tokens), then their rows read and filtered here, the window widened until ``pool`` pass or the
+        matches run out."""
+        from memlens.postgres import fts
+
+        flush_pending(conn)
+        weights = (tuning.title_weight, tuning.content_weight, tuning.tags_weight, tuning.context_weight, tuning.dates_weight)
+        columns = self._candidate_columns(conn)
+        filters = _and(where)
+        window = pool + pool // 5 + 1
+        while True:
+            ranked = fts.ranked(conn.raw, expression, weights, window + 1)
+            scores = dict(ranked[:window])
+            rows: list[tuple[Any, ...]] = []
+            for start in range(0, len(scores), _FILTER_CHUNK):
+                chunk = list(scores)[start : start + _FILTER_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                found = conn.execute(f"SELECT {columns} FROM memories m WHERE m.id IN ({marks}){filters}", [*chunk, *params]).fetchall()
+                rows += [(*r, scores[r[0]]) for r in found]
+            if len(rows) >= pool or len(ranked) <= window:
+                break
+            window *= 4
+        self._keep(rows)
         return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
 
     def _keep(self, rows: list[tuple[Any, ...]]) -> None:

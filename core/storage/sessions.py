@@ -29,7 +29,7 @@ def ensure_session(conn: db.Connection, session_id: str, project: str | None, ts
     """Create the session if it is new, else move its last activity forward (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO sessions(id, project, started_at, last_event_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(id) DO UPDATE SET last_event_at = max(last_event_at, excluded.last_event_at), "
+        "ON CONFLICT(id) DO UPDATE SET last_event_at = max(sessions.last_event_at, excluded.last_event_at), "
         "project = COALESCE(sessions.project, excluded.project)",
         (session_id, project, ts, ts),
     )

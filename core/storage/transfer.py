@@ -17,6 +17,7 @@ from memlens import db, decay, supersede
 from memlens.errors import InvalidInput
 from memlens.io.records import MATCH_MODES, ImportBatch, ImportSummary, MemoryRecord, Progress, RelationRecord, SessionRecord
 from memlens.models import RELATION_KINDS, Memory, source_confidence_for, ts_from_dt, utc_from_ts
+from memlens.postgres import is_postgres
 from memlens.redact import redact
 from memlens.storage import bulk
 from memlens.storage.context import StoreContext, content_hash, to_json
@@ -669,16 +670,22 @@ def _flush(
 ) -> None:
     """Insert the pending new memories with their tags, access times and supersede-index entries."""
     if rows:
-        # Rows and their FTS rows by executemany, without the per-row FTS trigger (see memlens.storage.bulk).
-        bulk.insert_new(
-            conn,
+        columns = (
             "INSERT INTO memories (id, layer, type, title, content, project, session_id, tags, importance, origin, source_ref, "
             "created_at, updated_at, last_accessed_at, access_count, version, parent_id, chain_id, supersedes, supersede_similarity, "
             "is_latest, forget_after, pinned, metadata, token_count, fade_at, content_hash, source_confidence, text_importance, index_dates) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ml_text_importance(?5), ml_date_terms(?5, ?12))",
-            rows,
-            [(r[0], *bulk.fts_text(r[3], r[4], r[7])) for r in rows],
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
         )
+        if is_postgres(conn):
+            # A server cannot call memlens's functions: the dates come from here, the text importance by commit
+            # (memlens.postgres.derived).
+            from memlens.dates import index_terms_at
+
+            insert_sql, values = columns + "NULL, ?)", [(*r, index_terms_at(r[4], r[11])) for r in rows]
+        else:
+            insert_sql, values = columns + "ml_text_importance(?5), ml_date_terms(?5, ?12))", rows
+        # Rows and their FTS rows by executemany, without the per-row FTS trigger (see memlens.storage.bulk).
+        bulk.insert_new(conn, insert_sql, values, [(r[0], *bulk.fts_text(r[3], r[4], r[7])) for r in rows])
     if tag_rows:
         conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
     if access_rows:

@@ -29,6 +29,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from memlens.postgres import is_url
+
 #: A small vocabulary so that writers' texts often supersede each other (chains grow across processes).
 _SUBJECTS = ("the api service", "the web client", "the build", "the deploy job", "the database", "the test suite")
 _VERBS = ("uses", "needs", "prefers", "runs on", "depends on", "was moved to")
@@ -308,7 +310,8 @@ def run(
     own_workdir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="memlens-stress-")) if workdir is None else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    path = str(Path(db_path) if db_path else workdir / "stress.db")
+    # A file, or a database on a PostgreSQL server (the processes then stand for agents on several hosts).
+    path = str(db_path) if is_url(db_path) else str(Path(db_path) if db_path else workdir / "stress.db")
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
     stop = ctx.Event()
@@ -357,7 +360,14 @@ def run(
         without_latest = sum(1 for (n,) in per_chain if n == 0)
         memories = len(present)
     lost_ids = sorted({i for i in committed_ids if i not in present and i not in erased})
-    report = doctor(path)
+    if is_url(path):
+        # doctor checks a file's pages and FTS5 tables; a server's store is checked by its audit chain here.
+        with MemoryStore.open(path) as store:
+            check = store.verify_audit()
+        doctor_ok, doctor_problems = check.ok, ([] if check.ok else [f"audit: {check.problem}"])
+    else:
+        report = doctor(path)
+        doctor_ok, doctor_problems = report.ok, [f"{c.name}: {c.summary}" for c in report.checks if not c.ok]
     writers = [s for s in stats if s.role.startswith("writer")]
     other_errors = [e for s in stats for e in s.errors if "locked" not in e.lower()]
     other_errors += [f"process exited with code {p.exitcode}" for p in dead]
@@ -378,8 +388,8 @@ def run(
         chains_with_several_latest=len(per_chain) - without_latest,
         skipped=tuple(skip),
         memories=memories,
-        doctor_ok=report.ok,
-        doctor_problems=[f"{c.name}: {c.summary}" for c in report.checks if not c.ok],
+        doctor_ok=doctor_ok,
+        doctor_problems=doctor_problems,
         maintainer_ops=sum(s.committed for s in stats if s.role == "maintainer"),
         reader_ops=sum(s.committed for s in stats if s.role == "reader"),
         max_wait_ms=max((s.max_wait_ms for s in stats), default=0.0),

@@ -1,0 +1,426 @@
+"""A PostgreSQL connection that the engine can use as it uses its SQLite one.
+
+The engine's SQL is written once, for SQLite, through the DB-API surface of ``sqlite3``: ``execute`` with ``?``
+parameters, tuples back, ``lastrowid``, ``in_transaction``, ``total_changes``, ``BEGIN IMMEDIATE`` for a write.
+:class:`PgConnection` gives the same surface over psycopg 3, so the repositories and services run unchanged on a
+server. What differs is settled in three places, and only there:
+
+- **Syntax**, by :func:`translate`, once per statement text (cached): ``?``/``?NNN`` become ``$n``; ``INSERT OR
+  IGNORE``/``OR REPLACE`` become ``ON CONFLICT``; ``IS ?`` becomes ``IS NOT DISTINCT FROM``; ``WHERE 1`` becomes
+  ``WHERE TRUE``; an ``INSERT`` into a table with an id gets ``RETURNING id`` for ``lastrowid``. ``PRAGMA``\\s the
+  engine reads are answered here (:meth:`PgConnection._pragma`); those that tune SQLite do nothing.
+- **Objects**, by the server-side schema (:mod:`memlens.postgres.schema`): tables with the same names and columns,
+  ``sqlite_sequence`` kept by a trigger exactly as SQLite's AUTOINCREMENT keeps it, a ``sqlite_master`` view,
+  append-only triggers, the few SQLite functions the SQL calls.
+- **The full-text and supersede indexes**, which SQLite keeps in FTS5: the modules that own them ask
+  :func:`is_postgres` and use :mod:`memlens.postgres.fts` instead.
+
+Writers on many machines are kept from interleaving by one advisory lock per database, taken by ``BEGIN
+IMMEDIATE``: a write transaction on PostgreSQL is as serial as on SQLite, so a supersede decision cannot race
+another writer's (no chain with two latest versions, no duplicate supersede). Readers take no lock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import Any
+
+from memlens import db
+from memlens.errors import InvalidInput, StoreEnvironmentError, StoreLockedError
+from memlens.postgres import is_url, redact_url
+
+#: The advisory lock every write transaction holds (the store's application id, "MLNS").
+WRITE_LOCK_KEY = 0x4D4C4E53
+#: The channel a commit notifies, for live views (see :meth:`PgConnection.wait_for_change`).
+CHANGE_CHANNEL = "memlens_changes"
+#: Tables whose ``id`` an INSERT hands back as ``lastrowid``.
+_TABLES_WITH_ID = ("memories", "audit", "conflicts")
+#: The conflict target of ``INSERT OR REPLACE``/``OR IGNORE`` into each table (its primary key).
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "meta": ("key",),
+    "sessions": ("id",),
+    "memories": ("id",),
+    "memory_tags": ("tag", "memory_id"),
+    "relations": ("src_id", "dst_id", "kind"),
+    "audit": ("id",),
+    "audit_targets": ("memory_id", "audit_id"),
+    "audit_seals": ("audit_id",),
+    "memory_vectors": ("memory_id",),
+    "forgotten_sessions": ("session_id",),
+    "token_stats": ("key",),
+    "conflicts": ("newer_id", "older_id"),
+    "similarity_index": ("rowid",),
+}
+
+
+# --- translation ---------------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?(\d*)|[^'\"?]+", re.S)
+_INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(IGNORE|REPLACE)\s+INTO\s+(\w+)\s*\(([^)]*)\)", re.I | re.S)
+_INSERT_ID = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\b", re.I)
+
+
+@lru_cache(maxsize=4096)
+def translate(sql: str) -> str:
+    """The PostgreSQL text of one statement the engine wrote for SQLite (see the module docstring)."""
+    # String literals and quoted names are set aside while the rest is rewritten, then put back.
+    parts: list[str] = []
+    literals: list[str] = []
+    highest = 0
+    for match in _TOKEN.finditer(sql):
+        token = match.group(0)
+        if token.startswith("?"):
+            # SQLite numbers a bare ? one past the highest number used so far; ?NNN names its number.
+            number = int(match.group(1)) if match.group(1) else highest + 1
+            highest = max(highest, number)
+            parts.append(f"${number}")
+        elif token[0] in "'\"":
+            parts.append(f"\x01{len(literals)}\x01")
+            literals.append(token)
+        else:
+            parts.append(token)
+    text = _rewrite_words("".join(parts))
+    text = re.sub("\x01(\\d+)\x01", lambda m: literals[int(m.group(1))], text)
+    upsert = _INSERT_OR.match(text)
+    if upsert:
+        verb, table, columns = upsert.group(1).upper(), upsert.group(2), [c.strip() for c in upsert.group(3).split(",")]
+        text = "INSERT INTO" + text[upsert.start(2) - 1 :]
+        key = PRIMARY_KEYS.get(table)
+        if verb == "IGNORE" or key is None:
+            text += " ON CONFLICT DO NOTHING"
+        else:
+            updates = [c for c in columns if c not in key]
+            action = "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in updates) if updates else "DO NOTHING"
+            text += f" ON CONFLICT ({', '.join(key)}) {action}"
+    inserted = _INSERT_ID.match(text)
+    if inserted and inserted.group(1) in _TABLES_WITH_ID and "RETURNING" not in text.upper():
+        text += " RETURNING id"
+    return text
+
+
+_WORD_RULES = [
+    (re.compile(r"\bIS\s+NOT\s+(?=\$|\w+\.\w|\(|[a-z_]+\b)(?!NULL\b|TRUE\b|FALSE\b|DISTINCT\b)", re.I), "IS DISTINCT FROM "),
+    (re.compile(r"\bIS\s+(?!NOT\b|NULL\b|TRUE\b|FALSE\b|DISTINCT\b)(?=\$|\w+\.\w|\(|[a-z_]+\b)", re.I), "IS NOT DISTINCT FROM "),
+    (re.compile(r"\bWHERE\s+1(?=\s|$)(?!\s*=)"), "WHERE TRUE"),
+    (re.compile(r"\bchar\(10\)", re.I), "chr(10)"),
+    # SQLite's unary + on a column, which keeps its planner off that column's index: the server plans alone.
+    (re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])"), ""),
+    (re.compile(r"\bBEGIN\s+IMMEDIATE\b", re.I), "BEGIN"),
+]
+
+
+#: A parameter tested for NULL alone gives the server no type to infer: it is compared as text, whatever it holds.
+_PARAM_IS_NULL = re.compile(r"(\$\d+)(\s+IS\s+(?:NOT\s+)?NULL\b)", re.I)
+
+
+def _rewrite_words(chunk: str) -> str:
+    for pattern, replacement in _WORD_RULES:
+        chunk = pattern.sub(replacement, chunk)
+    chunk = _PARAM_IS_NULL.sub(r"\1::text\2", chunk)
+    return _scalar_min_max(chunk)
+
+
+_MIN_MAX = re.compile(r"\b(min|max)\s*\(", re.I)
+
+
+def _scalar_min_max(text: str) -> str:
+    """SQLite's two-argument ``max(a, b)``/``min(a, b)`` as PostgreSQL's ``greatest``/``least`` (the one-argument
+    aggregates stay)."""
+    out: list[str] = []
+    at = 0
+    for match in _MIN_MAX.finditer(text):
+        if match.start() < at:
+            continue
+        depth, comma, end = 0, False, None
+        for i in range(match.end() - 1, len(text)):
+            ch = text[i]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    end = i
+                    break
+            elif ch == "," and depth == 1:
+                comma = True
+        if end is None or not comma:
+            continue
+        name = "greatest" if match.group(1).lower() == "max" else "least"
+        inner = _scalar_min_max(text[match.end() : end])
+        out.append(text[at : match.start()] + f"{name}({inner})")
+        at = end + 1
+    out.append(text[at:])
+    return "".join(out)
+
+
+# --- errors --------------------------------------------------------------------------------------------------------
+
+
+def _as_sqlite_error(exc: Exception) -> Exception:
+    """A psycopg error as the DB-API class of the SQLite module the engine catches (IntegrityError stays one)."""
+    import psycopg
+
+    message = f"{exc} (PostgreSQL)".replace("\n", " ")
+    if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected | psycopg.errors.QueryCanceled):
+        return db.sqlite.OperationalError(f"database is locked: {message}")
+    if isinstance(exc, psycopg.DataError) and "0x00" in str(exc):
+        return InvalidInput("PostgreSQL cannot store the NUL character (U+0000) in text; remove it (a SQLite store can keep it)")
+    if isinstance(exc, psycopg.IntegrityError):
+        return db.sqlite.IntegrityError(message)
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreEnvironmentError(f"the PostgreSQL server cannot be reached or refused the connection: {message}")
+    return db.sqlite.OperationalError(message)
+
+
+# --- the connection ------------------------------------------------------------------------------------------------
+
+
+class PgCursor:
+    """The result of one statement, as a ``sqlite3.Cursor`` gives it: rows as tuples, ``rowcount``, ``lastrowid``."""
+
+    def __init__(self, rows: list[tuple[Any, ...]] | None, rowcount: int, lastrowid: int | None, names: Sequence[str] = ()) -> None:
+        self._rows = rows or []
+        #: As DB-API gives it: a 7-tuple per column, the name first (None for a statement without rows).
+        self.description = tuple((name, None, None, None, None, None, None) for name in names) if names else None
+        self._at = 0
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rest = self._rows[self._at :]
+        self._at = len(self._rows)
+        return rest
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        chunk = self._rows[self._at : self._at + size]
+        self._at += len(chunk)
+        return chunk
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+
+class PgConnection:
+    """One psycopg 3 connection in autocommit mode, with transactions begun and ended by the SQL the engine sends
+    (``BEGIN IMMEDIATE``, ``SAVEPOINT``, ``COMMIT``, ``ROLLBACK``), exactly as its SQLite connection is used."""
+
+    is_postgres = True  # see memlens.postgres.is_postgres
+
+    def __init__(self, raw: Any, url: str) -> None:
+        self.raw = raw
+        self.url = url
+        self.total_changes = 0
+        self._changes_at_begin = 0
+        self._closed = False
+        #: Callables run just before a write transaction commits (the full-text index's pending rows).
+        self.before_commit: list[Callable[[PgConnection], None]] = []
+        #: What a damaged SQLite file would note here (see memlens.db.damage_of); a server checks its own pages.
+        self._memlens_damage: str | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        import psycopg
+
+        return bool(self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE)
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
+        stripped = sql.lstrip()
+        head = stripped[:8].upper()
+        if head.startswith("PRAGMA"):
+            return self._pragma(stripped)
+        if head.startswith("COMMIT") or head.startswith("END"):
+            self._commit()
+            return PgCursor(None, -1, None)
+        text = translate(sql)
+        try:
+            with self._raw_cursor() as cur:
+                cur.execute(text, list(params) if params is not None else None, prepare=False)
+                rows = cur.fetchall() if cur.description is not None else None
+                names = [c.name for c in cur.description] if cur.description is not None else []
+                rowcount = cur.rowcount
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+        if head.startswith("BEGIN"):
+            self._changes_at_begin = self.total_changes
+            if "IMMEDIATE" in stripped[:20].upper():
+                self._lock_for_writing()
+            else:
+                # SQLite's deferred BEGIN: one snapshot for several reads (a writer still takes the lock).
+                self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return PgCursor(None, -1, None)
+        lastrowid = None
+        if rowcount and rowcount > 0 and head.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE")):
+            self.total_changes += rowcount
+            if rows and text.endswith("RETURNING id") and head.startswith("INSERT"):
+                lastrowid = int(rows[-1][0])
+                rows = None
+        return PgCursor(rows, rowcount, lastrowid, names if rows is not None else ())
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any]]) -> PgCursor:
+        text = translate(sql)
+        if text.endswith(" RETURNING id"):
+            text = text[: -len(" RETURNING id")]
+        batch = [list(p) for p in seq_of_params]
+        if not batch:
+            return PgCursor(None, 0, None)
+        try:
+            with self._raw_cursor() as cur:
+                cur.executemany(text, batch)
+                rowcount = cur.rowcount
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+        if rowcount > 0:
+            self.total_changes += rowcount
+        return PgCursor(None, rowcount, None)
+
+    def _raw_cursor(self) -> Any:
+        """A cursor taking ``$n`` parameters (what :func:`translate` writes); the psycopg connection itself keeps
+        psycopg's ``%s`` for this package's own statements."""
+        import psycopg
+
+        return psycopg.RawCursor(self.raw)
+
+    def _lock_for_writing(self) -> None:
+        try:
+            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+
+    def _commit(self) -> None:
+        try:
+            if self.total_changes != self._changes_at_begin:
+                for hook in self.before_commit:
+                    hook(self)
+                # Another connection's data_version moves, and live views learn of it (LISTEN/NOTIFY).
+                self.raw.execute("UPDATE memlens_changes SET n = n + 1")
+                self.raw.execute(f"NOTIFY {CHANGE_CHANNEL}")
+            self.raw.execute("COMMIT")
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self._commit()
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self.raw.execute("ROLLBACK")
+
+    def _pragma(self, statement: str) -> PgCursor:
+        name = re.match(r"PRAGMA\s+(\w+)", statement, re.I)
+        key = name.group(1).lower() if name else ""
+        if key == "data_version":
+            (n,) = self.raw.execute("SELECT n FROM memlens_changes").fetchone()
+            return PgCursor([(int(n),)], -1, None)
+        if key == "user_version":
+            from memlens.postgres import schema
+
+            version = schema.current_version(self)
+            return PgCursor([(schema.SQLITE_EQUIVALENT.get(version, version),)], -1, None)
+        if key == "defer_foreign_keys":
+            # Checked at commit instead of at each statement: the store's foreign keys are DEFERRABLE for this.
+            on = re.search(r"=\s*(\w+)", statement)
+            deferred = on is not None and on.group(1).lower() in ("on", "1", "true", "yes")
+            self.raw.execute(f"SET CONSTRAINTS ALL {'DEFERRED' if deferred else 'IMMEDIATE'}")
+            return PgCursor(None, -1, None)
+        if key == "busy_timeout" and "=" not in statement:
+            return PgCursor([(db.BUSY_TIMEOUT_MS,)], -1, None)
+        if key == "table_info":
+            table = re.search(r"\((\w+)\)", statement)
+            rows = self.raw.execute(
+                "SELECT ordinal_position - 1, column_name::text, data_type::text, (is_nullable = 'NO')::int, column_default, 0 "
+                "FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s ORDER BY ordinal_position",
+                (table.group(1) if table else "",),
+            ).fetchall()
+            return PgCursor(rows, -1, None)
+        if key == "wal_checkpoint":
+            return PgCursor([(0, 0, 0)], -1, None)
+        if key in ("busy_timeout", "cache_size", "query_only", "foreign_keys", "secure_delete", "synchronous", "journal_mode"):
+            return PgCursor(None, -1, None)  # SQLite's tuning; the server has its own
+        raise db.sqlite.OperationalError(f"PRAGMA {key} has no PostgreSQL counterpart in memlens")
+
+    def create_function(self, *args: Any, **kwargs: Any) -> None:
+        raise db.sqlite.NotSupportedError("SQL functions written in Python run in SQLite only")
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for another writer's commit (LISTEN/NOTIFY); True when one came. Use a
+        connection of its own for this: a store's connection answers its callers meanwhile."""
+        gen = self.raw.notifies(timeout=timeout, stop_after=1)
+        return any(True for _ in gen)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.raw.close()
+
+
+def _is_psycopg_error(exc: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(exc, psycopg.Error)
+
+
+def connect(url: str, *, create: bool = True, readonly: bool = False) -> PgConnection:
+    """Connect to the PostgreSQL database at ``url`` and bring its memlens schema up to date (creating it in an
+    empty database when ``create``). The password comes from the URL, ``$PGPASSWORD`` or ``~/.pgpass``, as libpq
+    finds it; messages never show it."""
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreEnvironmentError("a PostgreSQL store needs psycopg: pip install 'memlens[postgres]'") from None
+    from memlens.postgres import derived, schema
+
+    try:
+        raw = psycopg.connect(url, autocommit=True, application_name="memlens", connect_timeout=10)
+    except psycopg.Error as exc:
+        raise StoreEnvironmentError(f"cannot connect to {redact_url(url)}: {str(exc).strip()}") from None
+    _configure_types(raw)
+    conn = PgConnection(raw, url)
+    conn.before_commit.append(derived.flush)
+    try:
+        if readonly:
+            raw.execute("SET default_transaction_read_only = on")
+        schema.prepare(conn, create=create and not readonly)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _configure_types(raw: Any) -> None:
+    """Values in and out as SQLite gives them: a bool is stored as 0/1, and a NUMERIC (what SUM and AVG of integers
+    give) comes back as an int when whole, else a float, never a Decimal."""
+    from psycopg.adapt import Loader
+    from psycopg.types.numeric import IntDumper
+
+    class BoolAsInt(IntDumper):
+        def dump(self, obj: Any) -> bytes:
+            return b"1" if obj else b"0"
+
+    class NumericAsNumber(Loader):
+        def load(self, data: Any) -> Any:
+            text = bytes(data).decode()
+            return int(text) if text.lstrip("-").isdigit() else float(text)
+
+    raw.adapters.register_dumper(bool, BoolAsInt)
+    raw.adapters.register_loader("numeric", NumericAsNumber)
+
+
+__all__ = ["CHANGE_CHANNEL", "PgConnection", "StoreLockedError", "connect", "is_url", "redact_url", "translate"]
