@@ -37,10 +37,11 @@ Design, and why:
   in FTS5's order, over every match (slower, equally exact).
 
 What it costs (``python -m memlens.bench.pg_fts_bench``, 100k generated memories, a shared 2-core machine at load
-~3.5): indexing ~0.23 ms of this process's CPU per memory (two thirds of it reading the tokens back from SQLite)
-against FTS5's 0.025 ms; ``ranked`` (limit 60) p50 6.7 ms against FTS5's 0.9 ms, most of it server time;
-``match_count`` of one word 0.18 ms against 0.06 ms. Three planner traps are avoided on purpose, each noted where
-it is: parallel workers, JIT compilation after a bad row estimate, and re-running an inlined CTE per row.
+about 3, two runs): indexing 0.47-0.77 ms per memory, 0.20-0.23 ms of it this process's CPU (mostly reading the
+tokens back from SQLite), against FTS5's 0.02-0.03 ms; ``ranked`` (limit 60) p50 6.7-8.9 ms against FTS5's 0.9 ms,
+most of it server time; ``match_count`` of one word 0.17-0.18 ms against 0.06 ms. Three planner traps are avoided
+on purpose, each noted where it is: parallel workers, JIT compilation after a bad row estimate, and re-running an
+inlined CTE per row.
 Concurrent indexers serialise on the stats row until they commit (memlens has one writer per store); two
 transactions indexing the same id at once can deadlock, and PostgreSQL then aborts one of them.
 
