@@ -127,7 +127,7 @@ def side_path(store: Path | str) -> Path:
     return folder / "server"
 
 
-def log_path(store_path: Path) -> Path:
+def log_path(store_path: Path | str) -> Path:
     """Where hook problems are written: ``hook.log`` next to the store."""
     return side_path(store_path).parent / LOG_NAME
 
@@ -216,7 +216,7 @@ def _bounded(value: str, field: str) -> str:
     return value
 
 
-def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None = None, now: datetime | None = None) -> int:
+def run(stdin: IO[bytes] | IO[str], store_path: Path | str, *, event_name: str | None = None, now: datetime | None = None) -> int:
     """Read one event from ``stdin``, record it in the store at ``store_path`` (see :func:`record`), and return 0
     whatever happens."""
     try:
@@ -227,7 +227,7 @@ def run(stdin: IO[bytes] | IO[str], store_path: Path, *, event_name: str | None 
     return record(raw, store_path, event_name=event_name, now=now)
 
 
-def record(raw: bytes | str, store_path: Path, *, event_name: str | None = None, now: datetime | None = None) -> int:
+def record(raw: bytes | str, store_path: Path | str, *, event_name: str | None = None, now: datetime | None = None) -> int:
     """Record the event read as ``raw`` (at most ``MAX_INPUT_BYTES + 1`` of the input) in the store at
     ``store_path``, and return 0 whatever happens.
 
@@ -294,7 +294,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
 # --- events kept while the store was locked -----------------------------------------------------------------
 
 
-def _keep_pending(store_path: Path, event: Any, now: datetime, event_name: str | None) -> None:
+def _keep_pending(store_path: Path | str, event: Any, now: datetime, event_name: str | None) -> None:
     """Append an event (redacted) to the pending file, to be recorded by the next hook that gets the store."""
     line = json.dumps({"at": now.timestamp(), "event_name": event_name, "event": redact_value(event)[0]}, ensure_ascii=False)
     fd = open_side_file(side_path(store_path).parent / PENDING_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -305,7 +305,7 @@ def _keep_pending(store_path: Path, event: Any, now: datetime, event_name: str |
         os.close(fd)
 
 
-def _replay_pending(store: Any, store_path: Path) -> int:
+def _replay_pending(store: Any, store_path: Path | str) -> int:
     """Record the events kept while the store was locked, each at the time it happened; returns how many.
 
     Each event leaves the pending file as soon as it is recorded (or found unusable): the file never holds the
@@ -351,7 +351,7 @@ def _replay_pending(store: Any, store_path: Path) -> int:
 # --- duplicate check -------------------------------------------------------------------------------------------
 
 
-def _fingerprint(store_path: Path, session_id: str, tool: str, tool_input: Any) -> str:
+def _fingerprint(store_path: Path | str, session_id: str, tool: str, tool_input: Any) -> str:
     payload = json.dumps([side_path(store_path).name, session_id, tool, tool_input], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8", errors="replace")).hexdigest()
 
@@ -374,7 +374,7 @@ class _Recent:
 
 
 @contextlib.contextmanager
-def _recent_events(store_path: Path, now: datetime) -> Iterator[_Recent]:
+def _recent_events(store_path: Path | str, now: datetime) -> Iterator[_Recent]:
     """The recent-events ledger, locked for the duration so two hooks running at once cannot both record.
 
     A ledger that is a link or not the user's own file is left alone (and logged): the event is still recorded,
@@ -413,7 +413,7 @@ def _lock(fd: int) -> None:
 # --- the log ---------------------------------------------------------------------------------------------------
 
 
-def log_problem(store_path: Path, message: str) -> None:
+def log_problem(store_path: Path | str, message: str) -> None:
     """Append a problem to hook.log next to the store at ``store_path``; never raises."""
     _log(store_path, message, "")
 
@@ -441,7 +441,7 @@ def _where(exc: BaseException) -> str:
     return type(exc).__name__ + (f" at {Path(where.filename).name}:{where.lineno}" if where else "")
 
 
-def _log(store_path: Path, message: str, detail: str) -> None:
+def _log(store_path: Path | str, message: str, detail: str) -> None:
     """Append one line to hook.log (a message and what the input was, never its text); never raises."""
     line = f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {message}" + (f" | {detail}" if detail else "")
     path = log_path(store_path)

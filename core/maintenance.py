@@ -27,6 +27,7 @@ from typing import Any
 
 from memlens import db, schema, supersede
 from memlens.errors import CorruptDatabaseError, DiskFullError, InvalidInput, NotAMemlensDatabase, ReadOnlyStoreError, StoreEnvironmentError
+from memlens.postgres import is_url
 from memlens.storage.audit import verify_chain
 from memlens.storage.context import append_audit
 from memlens.text import similarity_tokens
@@ -265,6 +266,8 @@ def doctor(path: str | Path, *, repair: bool = False, now: datetime | None = Non
     that is not a memlens store (it is not touched), and a StoreEnvironmentError when the file cannot be read.
     A store written by a newer memlens is reported (check ``schema``), never repaired.
     """
+    if is_url(path):
+        return _doctor_server(str(path), repair=repair)
     path = Path(path).expanduser()
     when = now or datetime.now(timezone.utc)
     with _open_for_doctor(path, write=repair) as (conn, writable):
@@ -597,7 +600,7 @@ def _check_sessions(conn: db.Connection) -> Check:
 
 def _check_chains(conn: db.Connection) -> Check:
     rows = conn.execute(
-        "SELECT chain_id, SUM(is_latest) AS n FROM memories GROUP BY chain_id HAVING n != 1 ORDER BY chain_id"
+        "SELECT chain_id, SUM(is_latest) AS n FROM memories GROUP BY chain_id HAVING SUM(is_latest) != 1 ORDER BY chain_id"
     ).fetchall()
     if rows:
         problems = [f"chain #{chain}: {n} latest versions" for chain, n in rows]
@@ -862,6 +865,136 @@ def describe(report: DoctorReport) -> str:
         if rest:
             lines.append(f"not repairable here: {', '.join(rest)} (restore a backup; see the messages above)")
     return "\n".join(lines)
+
+
+# --- a store on a PostgreSQL server -----------------------------------------------------------------------------
+# The server checks its own pages; what memlens checks is what it keeps itself: the indexes derived from the rows,
+# the chains, the audit chain, and whether forgotten rows still linger as dead row versions until VACUUM.
+
+
+def _doctor_server(url: str, *, repair: bool) -> DoctorReport:
+    from memlens.store import MemoryStore
+
+    with MemoryStore.open(url, create=False, readonly=not repair, actor="doctor") as store:
+        where = store.path
+        checks = _server_checks(store)
+        if not repair or all(c.ok for c in checks):
+            return DoctorReport(Path(str(where)), tuple(checks))
+        repairs = _repair_server(store, checks)
+        return DoctorReport(Path(str(where)), tuple(_server_checks(store)), tuple(repairs), tuple(checks))
+
+
+def _server_checks(store: Any) -> list[Check]:
+    with store.ctx.read() as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        checks = [Check("schema", True, f"memlens schema {version} on PostgreSQL")]
+        steps: list[tuple[str, Callable[[], Check]]] = [
+            ("fts", lambda: _check_server_fts(conn)),
+            ("supersede_index", lambda: _check_server_supersede_index(conn)),
+            ("tags_index", lambda: _check_server_tags(conn)),
+            ("orphans", lambda: _check_orphans(conn, tables)),
+            ("sessions", lambda: _check_sessions(conn)),
+            ("chains", lambda: _check_chains(conn)),
+            ("audit", lambda: _check_audit(conn)),
+            ("review", lambda: _check_review(conn)),
+            ("erasure", lambda: _check_server_erasure(conn)),
+        ]
+        checks += [_guarded(name, fn) for name, fn in steps]
+    return checks
+
+
+def _check_server_fts(conn: db.Connection) -> Check:
+    missing = conn.execute("SELECT COUNT(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_fts_docs d WHERE d.id = m.id)").fetchone()[0]
+    extra = conn.execute("SELECT COUNT(*) FROM memory_fts_docs d WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = d.id)").fetchone()[0]
+    pending = conn.execute("SELECT COUNT(*) FROM fts_pending").fetchone()[0]
+    problems = []
+    if missing:
+        problems.append(f"{missing} memories are missing from the full-text index")
+    if extra:
+        problems.append(f"the full-text index holds {extra} memories that no longer exist")
+    if pending:
+        problems.append(f"{pending} rows are noted for indexing but were never indexed")
+    if problems:
+        return _failed("fts", problems, missing + extra + pending)
+    total = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    return Check("fts", True, f"the full-text index holds all {total} memories and nothing else")
+
+
+def _check_server_supersede_index(conn: db.Connection) -> Check:
+    want = {memory_id: keys for memory_id, keys, _n in _latest_keys(conn) if keys}
+    have = dict(conn.execute("SELECT rowid, keys FROM similarity_index").fetchall())
+    differing = sorted(i for i in set(want) | set(have) if want.get(i) != have.get(i))
+    counted: Counter[str] = Counter()
+    for keys in want.values():
+        counted.update(keys.split())
+    stats = dict(conn.execute("SELECT key, df FROM token_stats").fetchall())
+    bad_keys = [k for k in set(counted) | set(stats) if counted.get(k, 0) != stats.get(k, 0)]
+    problems = []
+    if differing:
+        problems.append(f"the supersede index disagrees with {len(differing)} memories: " + ", ".join(f"#{i}" for i in differing[:MAX_EXAMPLES]))
+    if bad_keys:
+        problems.append(f"{len(bad_keys)} token counts disagree with the latest memories")
+    if problems:
+        return _failed("supersede_index", problems, len(differing) + len(bad_keys))
+    return Check("supersede_index", True, f"the supersede index and its {len(stats)} token counts agree with the {len(want)} latest memories")
+
+
+def _check_server_tags(conn: db.Connection) -> Check:
+    want: set[tuple[str, int]] = set()
+    for memory_id, tags in conn.execute("SELECT id, tags FROM memories WHERE tags != '[]'"):
+        with contextlib.suppress(ValueError, TypeError):
+            want.update((t, memory_id) for t in json.loads(tags) if isinstance(t, str))
+    have = set(conn.execute("SELECT tag, memory_id FROM memory_tags").fetchall())
+    missing, extra = len(want - have), len(have - want)
+    if missing or extra:
+        problems = [f"{missing} tag(s) of memories are missing from the tag index"] if missing else []
+        problems += [f"{extra} tag index entries belong to no memory's tags"] if extra else []
+        return _failed("tags_index", problems, missing + extra)
+    return Check("tags_index", True, "the tag index agrees with the memories' tags")
+
+
+def _check_server_erasure(conn: db.Connection) -> Check:
+    from memlens.storage.context import ERASED_TABLES, ERASURE_PENDING_KEY
+
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (ERASURE_PENDING_KEY,)).fetchone()
+    if row:
+        return Check(
+            "erasure",
+            False,
+            f"a forget ({row[0]}) has not been followed by VACUUM: the deleted rows' bytes may still be in the tables' pages",
+            count=1,
+            repairable=True,
+        )
+    return Check("erasure", True, f"every forget was followed by VACUUM of the {len(ERASED_TABLES)} tables it touches")
+
+
+def _repair_server(store: Any, checks: list[Check]) -> list[str]:
+    from memlens.postgres import fts
+
+    failed = {c.name for c in checks if not c.ok and c.repairable}
+    repairs: list[str] = []
+    if "fts" in failed:
+        with store.ctx.write() as c:
+            fts.delete(c.raw, [r[0] for r in c.execute("SELECT id FROM memory_fts_docs")])
+            # Noted for indexing: the commit indexes them again (memlens.postgres.derived).
+            c.execute("INSERT INTO fts_pending(memory_id) SELECT id FROM memories ON CONFLICT DO NOTHING")
+        repairs.append("rebuilt the full-text index from the memories")
+    if "supersede_index" in failed:
+        with store.ctx.write() as c:
+            c.execute("DELETE FROM similarity_index")
+            c.execute("DELETE FROM token_stats")
+            latest = c.execute("SELECT id, content FROM memories WHERE is_latest = 1 ORDER BY id").fetchall()
+            supersede.index_latest_many(c, [(mid, frozenset(similarity_tokens(content))) for mid, content in latest])
+        repairs.append("rebuilt the supersede index and its token counts")
+    for name, fix in (("chains", _repair_chains), ("orphans", _repair_orphans), ("sessions", _repair_sessions)):
+        if name in failed:
+            with store.ctx.write() as c:
+                repairs += fix(c)
+    if "erasure" in failed or repairs:
+        problem = store.forgetting.purge_deleted_terms()
+        repairs.append(problem or "VACUUM cleared the tables of deleted row versions")
+    return repairs
 
 
 def doctor_json(report: DoctorReport) -> str:

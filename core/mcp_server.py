@@ -441,7 +441,7 @@ def build_server(store: MemoryStore) -> MCPServer:
     return server
 
 
-def serve(path: Path | None = None) -> None:
+def serve(path: Path | str | None = None) -> None:
     """Serve the store at ``path`` (default: the usual store) over stdio until the client disconnects."""
     with MemoryStore.open(path, actor="mcp") as store:
         build_server(store).run("stdio")

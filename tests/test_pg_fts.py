@@ -397,3 +397,23 @@ def test_locomo_every_question_matches_fts5(pair: Pair) -> None:
             compared += 1
     print(f"LoCoMo: {len(rows)} memories, {compared} expressions compared in full, {hits} ranked hits, all equal")
     assert compared > 1000 and hits > 10_000
+
+
+def test_matching_ids_within_columns_match_fts5_column_filters(pair: Pair) -> None:
+    # A forget by query matches a memory's own words (title, content, tags), not its context or dates.
+    pair.add(
+        [
+            (1, "deploy notes", "the deploy script is in tools", "[]", "", ""),
+            (2, "chat", "sounds good", "[]", "how do we deploy the script", ""),
+            (3, "other", "nothing here", '["deploy"]', "", "script"),
+            (4, "script", "we deploy on fridays", "[]", "", ""),
+        ]
+    )
+    for query in ("deploy script", "deploy", "script", "fridays deploy"):
+        expression = terms_expression(query, "AND")
+        fts5 = [r[0] for r in pair.lite.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid", ("{title content tags} : (" + expression + ")",)
+        )]  # fmt: skip
+        assert fts.matching_ids(pair.pg, expression, ("title", "content", "tags")) == fts5, query
+        everywhere = [r[0] for r in pair.lite.execute("SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid", (expression,))]
+        assert fts.matching_ids(pair.pg, expression) == everywhere, query

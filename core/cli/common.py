@@ -18,12 +18,13 @@ from typing import Any
 
 from memlens.config import default_store_path
 from memlens.errors import InvalidInput
+from memlens.postgres import is_url
 from memlens.storage.context import CLOCK_TOLERANCE
 from memlens.storage.validation import MAX_TIME, MIN_TIME, check_time
 from memlens.text import local_time
 
 #: What --db says in every help, at the top and after each subcommand.
-DB_HELP = f"store file (default: $MEMLENS_DB or {default_store_path()})"
+DB_HELP = f"store file or postgresql:// URL (default: $MEMLENS_DB or {default_store_path()})"
 #: The format every time option accepts.
 TIME_FORMAT = "ISO 8601 time, e.g. 2026-05-01, 2026-05-01T14:30 or 2026-05-01T14:30+02:00; no offset means UTC"
 
@@ -147,9 +148,11 @@ def confirm_time(args: argparse.Namespace, now: datetime) -> None:
         )
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    """The store file the command works on."""
+def store_path(args: argparse.Namespace) -> Path | str:
+    """The store the command works on: a file, or a PostgreSQL URL (kept as text: a Path would drop a slash)."""
     db = getattr(args, "db", None)
+    if is_url(db):
+        return str(db)
     return Path(db).expanduser() if db else default_store_path()
 
 

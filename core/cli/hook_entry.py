@@ -85,9 +85,15 @@ def hook_fast_path(argv: Sequence[str]) -> int | None:
     store = _store_path(db)
     detach_problem = None
     # Detached only into an existing folder: creating a store's folder (private, with its parents) is the store's job.
-    if not wait and can_detach() and os.path.isdir(store.parent):
+    if isinstance(store, str):
+        from memlens.hooks import side_path
+
+        beside = side_path(store)
+    else:
+        beside = store
+    if not wait and can_detach() and os.path.isdir(beside.parent):
         try:
-            turn = fork_in_line(str(store.parent))
+            turn = fork_in_line(str(beside.parent))
         except Exception as exc:  # a planted queue file, no processes left: record here, the slow way
             detach_problem = f"{exc}; the event was recorded while the agent waited"
         else:
@@ -101,7 +107,7 @@ def hook_fast_path(argv: Sequence[str]) -> int | None:
     return record(raw, store, event_name=event_name)
 
 
-def _record_in_child(turn: Turn, raw: bytes, received: float, store: Path, event_name: str | None) -> NoReturn:
+def _record_in_child(turn: Turn, raw: bytes, received: float, store: Path | str, event_name: str | None) -> NoReturn:
     """The detached child: record the event once the hooks queued before it are done, then end the process."""
     try:
         from datetime import datetime, timezone
@@ -125,7 +131,9 @@ def _record_in_child(turn: Turn, raw: bytes, received: float, store: Path, event
         os._exit(0)  # never back into the caller's code (a test runner, an interpreter's exit handlers)
 
 
-def _store_path(db: str | None) -> Path:
+def _store_path(db: str | None) -> Path | str:
+    if db and db.startswith(("postgresql://", "postgres://")):
+        return db  # a store on a server: the hook's side files go to the user's state folder (memlens.hooks.side_path)
     if db:
         return Path(db).expanduser()
     from memlens.store_location import default_store_path  # not memlens.config: see store_location

@@ -350,6 +350,9 @@ class PgConnection:
                 (table.group(1) if table else "",),
             ).fetchall()
             return PgCursor(rows, -1, None)
+        if key == "database_list":
+            # The store's "file", by which its audit checkpoints are kept (memlens.storage.audit_seal): its URL.
+            return PgCursor([(0, "main", redact_url(self.url))], -1, None)
         if key == "wal_checkpoint":
             return PgCursor([(0, 0, 0)], -1, None)
         if key in ("busy_timeout", "cache_size", "query_only", "foreign_keys", "secure_delete", "synchronous", "journal_mode"):

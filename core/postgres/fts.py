@@ -501,10 +501,12 @@ def _counted(root: Node) -> dict[int, str]:
     return out
 
 
-def _per_row_sql(phrases: Sequence[Phrase], params: list[Any], weights: Sequence[float] | None, by_column: bool = False) -> str:
+def _per_row_sql(
+    phrases: Sequence[Phrase], params: list[Any], weights: Sequence[float] | None, by_column: bool = False, only_columns: Sequence[int] | None = None
+) -> str:
     """CTEs ``hit`` (every instance row, tagged with its phrase number p) and ``per`` (one row per memory with
     any phrase: d, the flags h<i> and, given weights, the frequencies f<i>; ``by_column``: the instance counts
-    n<i>_<column>)."""
+    n<i>_<column>). ``only_columns``: instances in these columns only (FTS5's column filter ``{title content} : ...``)."""
     # Single words, most phrases, are read in one join from a list of (phrase, term): one scan node rather than
     # one Append branch each, which also keeps the planner from handing the branches to parallel workers (their
     # start-up cost tens of milliseconds; the postings table's parallel_workers = 0 does not stop a Parallel Append).
@@ -529,7 +531,11 @@ def _per_row_sql(phrases: Sequence[Phrase], params: list[Any], weights: Sequence
             params.append(list(weights))
         if by_column:
             columns += [f"coalesce(sum(n) FILTER (WHERE p = {p.number} AND col = {c}), 0) AS n{p.number}_{c}" for c in range(len(COLUMNS))]
-    return f"hit AS ({hits}), per AS (SELECT {', '.join(columns)} FROM hit GROUP BY id)"
+    where = ""
+    if only_columns is not None:
+        where = " WHERE col = ANY(%s::integer[])"
+        params.append(list(only_columns))
+    return f"hit AS ({hits}), per AS (SELECT {', '.join(columns)} FROM hit{where} GROUP BY id)"
 
 
 def _tree_phrases(root: Node) -> list[Phrase]:
@@ -559,6 +565,21 @@ def match_count(conn: psycopg.Connection[Any], expression: str, cap: int) -> int
     params.append(cap)
     sql = f"WITH {ctes} SELECT count(*) FROM (SELECT 1 FROM per WHERE {_condition(root)} LIMIT %s) c"
     return int(_one(conn, sql, params))
+
+
+def matching_ids(conn: psycopg.Connection[Any], expression: str, columns: Sequence[str] = COLUMNS) -> list[int]:
+    """Every indexed row ``expression`` matches within ``columns`` (names from :data:`COLUMNS`), ascending: FTS5's
+    ``SELECT rowid ... MATCH '{columns} : (expression)'``, for a forget by query (a memory's own words only)."""
+    parsed = parse(expression)
+    if parsed.root is None:
+        return []
+    unknown = [c for c in columns if c not in COLUMNS]
+    if unknown:
+        raise ValueError(f"not an indexed column: {', '.join(unknown)}")
+    params: list[Any] = []
+    ctes = _per_row_sql(_tree_phrases(parsed.root), params, None, only_columns=[COLUMNS.index(c) for c in columns])
+    rows = conn.execute(f"WITH {ctes} SELECT id FROM per WHERE {_condition(parsed.root)} ORDER BY id", params).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def ranked(conn: psycopg.Connection[Any], expression: str, weights: Sequence[float], limit: int) -> list[tuple[int, float]]:

@@ -24,6 +24,7 @@ from memlens import db
 from memlens.config import StoreSettings
 from memlens.errors import InvalidInput, MemlensError
 from memlens.models import ts_from_dt
+from memlens.postgres import is_postgres
 from memlens.storage import audit_seal
 from memlens.storage.checkpoint_writer import CheckpointWriter
 from memlens.storage.validation import check_time
@@ -46,6 +47,12 @@ MAX_INDEXED_TARGETS = 1000
 #: that a checkpoint could not yet overwrite because another connection was reading). Any memlens process that
 #: opens or closes the store finishes the erasure and clears it (see :meth:`StoreContext.finish_erasure`).
 ERASURE_PENDING_KEY = "erasure_pending"
+#: The PostgreSQL tables a forget deletes rows from (or rewrites rows of), which VACUUM then clears of the dead row
+#: versions: until then a deleted row's bytes stay in the table's pages (see :meth:`StoreContext.vacuum_erased`).
+ERASED_TABLES = (
+    "memories", "memory_tags", "access_log", "relations", "memory_vectors", "conflicts", "similarity_index", "token_stats",
+    "memory_fts_postings", "memory_fts_docs", "sessions", "fts_pending", "meta",
+)  # fmt: skip
 #: The page cache of a store's connection (KiB; SQLite's default is 2 MiB). Pages are cached as they are read, so a
 #: small store never uses it all. At a million memories the sweep reads the rows of the 1% that are due, about
 #: 10,000 pages scattered over the file: 2 MiB rereads them all from the OS at every sweep (and a cache smaller
@@ -323,6 +330,8 @@ class StoreContext:
         open or close finds the WAL already empty: a stale mark only costs one more checkpoint."""
         if self.readonly or self._conn is None:
             return False
+        if is_postgres(self._conn):
+            return self.vacuum_erased(only_if_pending=only_if_pending) is None
         try:
             pending = self.erasure_pending()
             if only_if_pending and not pending:
@@ -333,6 +342,28 @@ class StoreContext:
             return True
         except (db.sqlite.Error, MemlensError):
             return False  # locked or read-only: the mark stays for the next process
+
+    def vacuum_erased(self, *, only_if_pending: bool = False) -> str | None:
+        """Erasure on PostgreSQL: a forget has deleted the rows from every table already; VACUUM then removes the
+        dead row versions from those tables and their indexes, so no query, and no page read through the server,
+        holds the text. Then the mark a forget leaves (:data:`ERASURE_PENDING_KEY`) is cleared: while it stands,
+        ``memlens doctor`` reports the VACUUM as pending and the next memlens process to open the store runs it.
+        What the server does not promise beyond that (its WAL until recycled, replicas, backups, free space not
+        yet overwritten) is in the README, "Forgetting on PostgreSQL". Returns None when done, else why not."""
+        with self.lock:
+            conn = self.conn
+            if conn.in_transaction:  # VACUUM cannot run inside a transaction
+                return "the erased rows are deleted; VACUUM runs once the surrounding transaction commits (memlens doctor --repair)"
+            if only_if_pending and _meta(conn, ERASURE_PENDING_KEY) is None:
+                return None
+            try:
+                conn.execute(f"VACUUM {', '.join(ERASED_TABLES)}")
+                conn.execute("DELETE FROM meta WHERE key = ?", (ERASURE_PENDING_KEY,))
+            except db.sqlite.Error as exc:
+                return f"the erased rows are deleted, but VACUUM did not run ({exc}); run `memlens doctor --repair`"
+            except MemlensError as exc:
+                return f"the erased rows are deleted, but VACUUM did not run ({exc}); run `memlens doctor --repair`"
+        return None
 
     # settings ------------------------------------------------------------------------------------------------
 

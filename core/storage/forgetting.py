@@ -46,11 +46,6 @@ ERASURE_WAIT_SECONDS = 3.0
 #: indexes (dropping the deleted terms) instead of FTS5's per-row secure-delete.
 BULK_PURGE_ROWS = 100
 _INDEXES = ("memory_fts", "similarity_index")
-#: The PostgreSQL tables a forget deletes rows from, which VACUUM then clears of the dead row versions.
-ERASED_TABLES = (
-    "memories", "memory_tags", "access_log", "relations", "memory_vectors", "conflicts", "similarity_index", "token_stats",
-    "memory_fts_postings", "memory_fts_docs", "sessions", "fts_pending",
-)  # fmt: skip
 #: Ids per ``IN (...)`` list: well below SQLite's limit on bound parameters.
 _CHUNK = 500
 
@@ -167,9 +162,17 @@ class ForgettingRepository:
             terms = query_terms(query)
             if not terms:
                 return ForgetResult((), (), reason)
-            where.append("m.id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)")
             # A memory's own words only: not the neighbour's text or the dates indexed with it (schema 11).
-            params.append("{title content tags} : (" + match_expression(terms, "AND") + ")")
+            if is_postgres(self.ctx.conn):
+                from memlens.postgres import fts
+
+                with self.ctx.read() as conn:
+                    matched = fts.matching_ids(conn.raw, match_expression(terms, "AND"), ("title", "content", "tags"))
+                where.append("m.id = ANY(?)")
+                params.append(matched)
+            else:
+                where.append("m.id IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)")
+                params.append("{title content tags} : (" + match_expression(terms, "AND") + ")")
         sql = "SELECT m.id FROM memories m WHERE " + " AND ".join(where)
         with self.ctx.read() as conn:
             ids = [r[0] for r in conn.execute(sql, params).fetchall()]
@@ -305,7 +308,7 @@ class ForgettingRepository:
         or close it finishes the job.
         """
         if is_postgres(self.ctx.conn):
-            return self._vacuum_erased()
+            return self.ctx.vacuum_erased()
         if not self.ctx.fts_secure:
             with self.ctx.write() as c:
                 c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASURE_PENDING_KEY, "fts optimize"))
@@ -324,20 +327,6 @@ class ForgettingRepository:
                 )
             time.sleep(delay)  # outside the store's lock: this process's other threads carry on meanwhile
             delay = min(delay * 2, 0.25)
-        return None
-
-    def _vacuum_erased(self) -> str | None:
-        """Erasure on PostgreSQL: the rows are deleted from every table already; VACUUM then removes the dead row
-        versions from the tables and their indexes, so no query, and no page read through the server, finds the
-        text. What the server does not promise (its WAL until recycled, replicas, backups, free space not yet
-        overwritten) is in the README, "Forgetting on PostgreSQL". Returns None when VACUUM ran, else why not."""
-        with self.ctx.read() as conn:
-            if conn.in_transaction:  # VACUUM cannot run inside a transaction: the caller's commit comes first
-                return "the erased rows are deleted; VACUUM runs after the surrounding transaction commits (run `memlens doctor`)"
-            try:
-                conn.execute(f"VACUUM {', '.join(ERASED_TABLES)}")
-            except db.sqlite.Error as exc:
-                return f"the erased rows are deleted, but VACUUM failed ({exc}); run `memlens doctor`"
         return None
 
     def was_session_forgotten(self, session_id: str) -> bool:
