@@ -11,7 +11,14 @@ from memlens import MemoryStore
 from memlens.tools import stress
 
 
+def test_two_processes_setting_up_one_new_database_set_it_up_once(pg_url: str, tmp_path: Path):
+    # Every process opens the not yet created store at the same moment: the schema is made under the lock.
+    result = stress.run(processes=2, writes=5, seed=2, db_path=pg_url, workdir=tmp_path, with_maintainer=False, with_reader=False)
+    assert result.ok, result.describe()
+
+
 def test_stress_on_one_server_loses_nothing(pg_url: str, tmp_path: Path):
+    MemoryStore.open(pg_url).close()  # the schema first: what races below is the writes alone
     result = stress.run(processes=3, writes=40, seed=11, db_path=pg_url, workdir=tmp_path)
     assert result.ok, result.describe()
     assert result.lost == 0 and result.lock_errors == 0 and result.bad_chains == 0 and not result.other_errors
