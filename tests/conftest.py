@@ -62,6 +62,26 @@ BOTH_BACKENDS = frozenset(
         "test_tidiness",
         "test_calibrate",
         "test_hooks",
+        "test_search_symbols",
+        "test_search_expansion",
+        "test_search_fast",
+        "test_index_context",
+        "test_explain",
+        "test_forget_bulk",
+        "test_threads",
+        "test_redact",
+        "test_privacy",
+        "test_secrets_all_paths",
+        "test_supersede_signatures",
+        "test_sweep_rules",
+        "test_sweep_fast",
+        "test_consolidate_honest",
+        "test_consolidate_schedule",
+        "test_import_agentmemory",
+        "test_import_fast",
+        "test_local_embeddings",
+        "test_sweep_progress",
+        "test_tabular",
     }
 )
 
@@ -79,9 +99,16 @@ def backend() -> str:
 
 
 @pytest.fixture
-def store(db_path: Path, backend: str, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+def store_location(db_path: Path, backend: str, request: pytest.FixtureRequest) -> Path | str:
+    """Where the ``store`` fixture's store is: its file, or its PostgreSQL URL (for a second connection to it, or
+    the command line's ``--db``)."""
+    return request.getfixturevalue("pg_url") if backend == "postgresql" else db_path
+
+
+@pytest.fixture
+def store(store_location: Path | str) -> Iterator[MemoryStore]:
     """A fresh, empty store, closed after the test: a file, or a PostgreSQL database on the throwaway server."""
-    s = MemoryStore.open(request.getfixturevalue("pg_url") if backend == "postgresql" else db_path)
+    s = MemoryStore.open(store_location)
     try:
         yield s
     finally:
@@ -171,9 +198,9 @@ class RawSQL:
 
 
 @pytest.fixture
-def raw_sql(store: MemoryStore, backend: str, db_path: Path) -> Iterator[RawSQL]:
+def raw_sql(store: MemoryStore, backend: str, store_location: Path | str) -> Iterator[RawSQL]:
     """A :class:`RawSQL` connection to the ``store`` fixture's database."""
-    raw = RawSQL(backend, store.ctx.conn.url if backend == "postgresql" else db_path)
+    raw = RawSQL(backend, store_location)
     try:
         yield raw
     finally:

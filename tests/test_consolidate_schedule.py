@@ -98,7 +98,7 @@ def test_a_manual_run_counts_as_the_last_consolidation(store: MemoryStore, t0):
     assert store.audit(limit=1)[0].details["trigger"] == "manual"
 
 
-def test_two_runs_racing_write_one_episode_per_session(store: MemoryStore, db_path: Path, t0):
+def test_two_runs_racing_write_one_episode_per_session(store: MemoryStore, store_location: Path | str, t0):
     """A second process consolidates between this run's reading and its writing: its sessions are skipped."""
     record(store, "s1", t0)
     record(store, "s2", t0 + MINUTE)
@@ -107,7 +107,7 @@ def test_two_runs_racing_write_one_episode_per_session(store: MemoryStore, db_pa
 
     def progress(done: int, total: int, stage: str) -> None:
         if stage == "knowledge" and not raced:
-            with MemoryStore.open(db_path) as other:
+            with MemoryStore.open(store_location) as other:
                 raced.append(run(other, now=now, llm=None, from_env=False).sessions)
 
     report = run(store, now=now, llm=None, from_env=False, progress=progress)
@@ -158,10 +158,10 @@ def test_schedule_settings_are_validated_and_change_field_by_field(store: Memory
             store.configure({"consolidation": bad}, now=t0)
 
 
-def test_cli_consolidate_due(capsys, db_path: Path, store: MemoryStore, t0):
+def test_cli_consolidate_due(capsys, store_location: Path | str, store: MemoryStore, t0):
     record(store, "s1", t0)
     store.close()
-    db = ["--db", str(db_path)]
+    db = ["--db", str(store_location)]
     when = (t0 + HOUR).isoformat()
     assert main([*db, "consolidate", "--due", "--now", when, "--yes"]) == 0
     out = capsys.readouterr().out

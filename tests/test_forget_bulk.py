@@ -33,6 +33,7 @@ def _secrets(store: MemoryStore, t0, count: int) -> list[int]:
     return [store.remember(f"The vault code {_needle(n)} opens the east door", ttl_days=1, now=t0).id for n in range(count)]
 
 
+@pytest.mark.sqlite_only  # reads the file's and the WAL's bytes (a server's erasure: tests/test_pg_erasure.py)
 def test_forget_many_erases_every_text_from_the_file_the_wal_and_the_indexes(store: MemoryStore, db_path: Path, t0):
     count = forgetting.BULK_PURGE_ROWS + 30
     ids = _secrets(store, t0, count)
@@ -67,6 +68,7 @@ def test_a_large_forget_merges_the_indexes_once_instead_of_deleting_securely_row
     assert merges == ["INSERT INTO memory_fts(memory_fts) VALUES ('optimize')", "INSERT INTO similarity_index(similarity_index) VALUES ('optimize')"]
 
 
+@pytest.mark.sqlite_only  # FTS5's secure-delete setting
 def test_a_small_forget_still_deletes_securely_row_by_row(store: MemoryStore, db_path: Path, t0):
     ids = _secrets(store, t0, 3)
     seen: list[str] = []

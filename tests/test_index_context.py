@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memlens import MemoryStore, db, maintenance, schema
 from memlens.io import export_file, import_file
 from memlens.storage import index_context
@@ -37,6 +39,7 @@ def _fts_docs(store: MemoryStore, term: str) -> list[tuple[int, str]]:
     return [(r[0], r[1]) for r in store.conn.execute("SELECT doc, col FROM temp.ctx_terms WHERE term = ?", (term,))]
 
 
+@pytest.mark.sqlite_only  # reads what FTS5 holds through fts5vocab
 def test_an_answer_is_found_through_the_question_before_it_and_its_text_is_unchanged(store: MemoryStore, t0):
     question = _turn(store, QUESTION, t0)
     answer = _turn(store, ANSWER, t0)
@@ -74,6 +77,7 @@ def test_forgetting_a_turn_removes_its_words_from_the_next_turns_context_and_fro
     assert maintenance.doctor(db_path).check("fts").ok
 
 
+@pytest.mark.sqlite_only  # checks FTS5's own integrity
 def test_forgetting_many_turns_at_once_refreshes_their_neighbours(store: MemoryStore, t0, monkeypatch):
     from memlens.storage import forgetting
 

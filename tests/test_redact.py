@@ -36,6 +36,7 @@ def test_bearer_private_key_and_private_tags():
     assert text.endswith("ok password=[REDACTED:assigned-secret]")
 
 
+@pytest.mark.sqlite_only  # reads the file's bytes
 def test_remember_and_observe_redact_before_writing(store: MemoryStore, t0, db_path):
     key = SECRETS["openai-key"]
     m = store.remember(f"The key is {key}", now=t0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memlens import MemoryStore, db, maintenance, schema
 from memlens.text import highlight_spans, index_text, query_terms
 
@@ -38,6 +40,7 @@ def test_emoji_sequences_are_phrases_of_their_symbols():
     assert highlight_spans("a 👨‍👩‍👧 b", terms[1:]) == [(2, 3), (4, 5), (6, 7)]
 
 
+@pytest.mark.sqlite_only  # checks FTS5's own integrity
 def test_forgetting_a_memory_with_emoji_leaves_the_index_consistent(store: MemoryStore, t0):
     m = store.remember("hot take 🔥🔥", now=t0)
     store.forget(m.id, now=t0)

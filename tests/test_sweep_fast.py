@@ -182,6 +182,7 @@ def test_reasons_and_numbers_are_worked_out_only_when_read(store: MemoryStore, t
     assert report.decisions[-1].numbers["threshold"] == store.settings.decay.forget_threshold and worked_out == [ids[0], chat.id]
 
 
+@pytest.mark.sqlite_only  # counts SQLite statements (set_trace_callback)
 def test_the_planner_reads_no_tags_unless_a_rule_asks(store: MemoryStore, t0):
     for n in range(20):
         store.remember(f"Build cache key {n} expires", ttl_days=1, tags=["ci"], now=t0)
@@ -235,6 +236,7 @@ def _plans_of(store: MemoryStore, read: Any) -> list[str]:
     return [" | ".join(row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}")) for sql in seen if sql.lstrip().upper().startswith("SELECT")]
 
 
+@pytest.mark.sqlite_only  # SQLite's query plan
 def test_what_is_due_by_ttl_is_read_from_the_covering_ttl_index_alone(store: MemoryStore, t0):
     # Schema 10: id, title and TTL come from memories_by_ttl in the order asked for (no table rows read, no sort;
     # 19.5 -> 5.7 ms CPU at a million memories, python -m memlens.bench.sweep_bench).

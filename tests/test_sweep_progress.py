@@ -33,6 +33,7 @@ def _in_files(db_path: Path, text: str) -> bool:
     return out.stdout.strip() == "True"
 
 
+@pytest.mark.sqlite_only  # reads the file's bytes (a server's erasure: tests/test_pg_erasure.py)
 def test_a_bulk_sweep_erases_the_text_from_the_indexes_and_the_file(store: MemoryStore, db_path: Path, t0):
     count = forgetting.BULK_PURGE_ROWS + 20
     ids = _expiring(store, t0, count)
