@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from memlens.decay import DecayConfig
-from memlens.store_location import ENV_DB, default_store_path
+from memlens.store_location import ENV_DB, default_store, default_store_path
 
-__all__ = ["ENV_DB", "ConsolidationSchedule", "SearchTuning", "StoreSettings", "default_store_path"]
+__all__ = ["ENV_DB", "ConsolidationSchedule", "SearchTuning", "StoreSettings", "default_store", "default_store_path"]
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ class Check:
 class DoctorReport:
     """Everything :func:`doctor` found, and (after ``repair=True``) what it changed and what it found after."""
 
-    path: Path
+    path: Path | str  # a file, or a PostgreSQL URL without its password
     checks: tuple[Check, ...]
     repairs: tuple[str, ...] = ()
     before: tuple[Check, ...] = ()
@@ -879,9 +879,9 @@ def _doctor_server(url: str, *, repair: bool) -> DoctorReport:
         where = store.path
         checks = _server_checks(store)
         if not repair or all(c.ok for c in checks):
-            return DoctorReport(Path(str(where)), tuple(checks))
+            return DoctorReport(where, tuple(checks))
         repairs = _repair_server(store, checks)
-        return DoctorReport(Path(str(where)), tuple(_server_checks(store)), tuple(repairs), tuple(checks))
+        return DoctorReport(where, tuple(_server_checks(store)), tuple(repairs), tuple(checks))
 
 
 def _server_checks(store: Any) -> list[Check]:

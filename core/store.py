@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from memlens import db, decay
-from memlens.config import StoreSettings, default_store_path
+from memlens.config import StoreSettings, default_store
 from memlens.errors import InvalidInput
 from memlens.models import Layer, Memory, Origin, ts_from_dt
 from memlens.postgres import is_postgres
@@ -141,6 +141,8 @@ class MemoryStore:
         """
         from memlens.postgres import is_url
 
+        if path is None:
+            path = default_store()  # $MEMLENS_DB (a file or a URL) or the user data folder's file
         if is_url(path):
             # A team's store on a PostgreSQL server (memlens.postgres): the same API over the same SQL.
             from memlens.postgres import connection as pg
@@ -151,7 +153,7 @@ class MemoryStore:
         if str(path).startswith(("postgresql:", "postgres:")):
             # A URL that went through Path() lost a slash: never make a file of that name.
             raise InvalidInput(f"{str(path)[:40]!r} is neither a file path nor a PostgreSQL URL (postgresql://user@host/database)")
-        resolved = Path(path).expanduser() if path is not None else default_store_path()
+        resolved = Path(path).expanduser()
         conn = db.connect(resolved, create=create, readonly=readonly)
         try:
             return cls(conn, resolved, readonly=readonly, actor=actor)
@@ -624,8 +626,10 @@ class MemoryStore:
                 "projects": one("SELECT COUNT(DISTINCT project) FROM memories"),
                 "schema_version": one("PRAGMA user_version"),
             }
+        engine = f"SQLite {db.sqlite.sqlite_version}"
         if is_postgres(self.ctx.conn):
             with self.ctx.read() as conn:
+                engine = "PostgreSQL " + str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
                 size = int(
                     conn.execute(
                         "SELECT COALESCE(sum(pg_total_relation_size(oid)), 0) FROM pg_class "
@@ -647,6 +651,7 @@ class MemoryStore:
             "file_bytes": size,
             "schema_version": counts["schema_version"],
             "sqlite_version": db.sqlite.sqlite_version,
+            "engine": engine,
             "fts_secure_delete": self.ctx.fts_secure,
         }
 

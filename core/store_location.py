@@ -16,10 +16,23 @@ ENV_DB = "MEMLENS_DB"
 
 
 def default_store_path() -> Path:
-    """``$MEMLENS_DB`` if set, else ``<user data dir>/memlens/memory.db`` (platformdirs)."""
+    """``$MEMLENS_DB`` if set (and a file), else ``<user data dir>/memlens/memory.db`` (platformdirs)."""
     env = os.environ.get(ENV_DB)
-    if env:
+    if env and not env.startswith(("postgresql://", "postgres://")):
         return Path(env).expanduser()
+    return _user_data_store()
+
+
+def default_store() -> Path | str:
+    """The store a command or the app opens when none is named: ``$MEMLENS_DB`` (a file, or a PostgreSQL URL kept as
+    text) or the default file."""
+    env = os.environ.get(ENV_DB)
+    if env and env.startswith(("postgresql://", "postgres://")):
+        return env
+    return default_store_path()
+
+
+def _user_data_store() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("memlens", appauthor=False)) / "memory.db"

@@ -7,12 +7,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from memlens.config import default_store_path
+from memlens.config import default_store
 from memlens.gui import theme
 from memlens.gui.icons import icon
 from memlens.gui.main_window import MainWindow
 from memlens.gui.preferences import Preferences
 from memlens.gui.qt import QtCore, QtGui, QtWidgets
+from memlens.postgres import is_url
 
 ORGANIZATION = "memlens"
 APPLICATION = "memlens"
@@ -75,7 +76,9 @@ def main(path: str | Path | None = None, *, theme_name: str | None = None, check
     window.show()
     if check:
         _close_when_shown(app, window)
-    window.open_store(Path(path) if path is not None else default_store_path(), create=True)
+    if path is None:
+        path = default_store()
+    window.open_store(path if is_url(path) else Path(path), create=True)
     return int(app.exec())
 
 

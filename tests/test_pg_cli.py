@@ -48,3 +48,15 @@ def test_doctor_on_a_server_finds_a_damaged_index_and_repairs_it(pg_url: str, t0
     assert fixed.ok, [c for c in fixed.checks if not c.ok]
     with MemoryStore.open(pg_url) as store:
         assert len(store.search("staging cluster", now=t0)) == 5  # the memory whose index row was removed is found again
+
+
+def test_memlens_db_may_name_a_server(pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], t0):
+    # $MEMLENS_DB with a URL: the default store of the API, the CLI, hooks and the MCP server is the server's.
+    monkeypatch.setenv("MEMLENS_DB", pg_url)
+    with MemoryStore.open() as store:
+        store.remember("the release train leaves on Thursdays", now=t0)
+        assert str(store.path).startswith("postgresql://")
+    code, out = _run(capsys, "stats")
+    assert code == 0 and "PostgreSQL" in out and "SQLite" not in out
+    code, out = _run(capsys, "doctor")
+    assert code == 0 and "memlens doctor: postgresql://" in out

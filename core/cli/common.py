@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memlens.config import default_store_path
+from memlens.config import default_store, default_store_path
 from memlens.errors import InvalidInput
 from memlens.postgres import is_url
 from memlens.storage.context import CLOCK_TOLERANCE
@@ -153,7 +153,7 @@ def store_path(args: argparse.Namespace) -> Path | str:
     db = getattr(args, "db", None)
     if is_url(db):
         return str(db)
-    return Path(db).expanduser() if db else default_store_path()
+    return Path(db).expanduser() if db else default_store()
 
 
 def open_store(args: argparse.Namespace, *, create: bool = True, readonly: bool = False) -> Any:

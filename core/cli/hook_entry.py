@@ -136,6 +136,6 @@ def _store_path(db: str | None) -> Path | str:
         return db  # a store on a server: the hook's side files go to the user's state folder (memlens.hooks.side_path)
     if db:
         return Path(db).expanduser()
-    from memlens.store_location import default_store_path  # not memlens.config: see store_location
+    from memlens.store_location import default_store  # not memlens.config: see store_location
 
-    return default_store_path()
+    return default_store()

@@ -437,7 +437,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         stats = store.stats()
 
     def text() -> str:
-        lines = [f"store {stats['path']}  ({stats['file_bytes'] / 1e6:.1f} MB, schema {stats['schema_version']}, SQLite {stats['sqlite_version']})"]
+        lines = [f"store {stats['path']}  ({stats['file_bytes'] / 1e6:.1f} MB, schema {stats['schema_version']}, {stats['engine']})"]
         for layer, counts in stats["layers"].items():
             lines.append(f"  {layer:<11} {counts['latest']:>9,} latest  {counts['all']:>9,} all versions")
         lines.append(f"  sessions {stats['sessions']:,}   audit entries {stats['audit_entries']:,}   expired {stats['expired']:,}   pinned {stats['pinned']:,}")
