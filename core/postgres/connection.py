@@ -22,7 +22,9 @@ another writer's (no chain with two latest versions, no duplicate supersede). Re
 
 from __future__ import annotations
 
+import atexit
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
@@ -371,7 +373,9 @@ class PgConnection:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.raw.close()
+            if self.in_transaction:
+                self.raw.execute("ROLLBACK")
+            _pools.release(self.url, self.raw)
 
 
 def _is_psycopg_error(exc: BaseException) -> bool:
@@ -385,16 +389,13 @@ def connect(url: str, *, create: bool = True, readonly: bool = False) -> PgConne
     empty database when ``create``). The password comes from the URL, ``$PGPASSWORD`` or ``~/.pgpass``, as libpq
     finds it; messages never show it."""
     try:
-        import psycopg
+        import psycopg  # noqa: F401  (here to say what to install; the pool imports it again)
+        import psycopg_pool  # noqa: F401
     except ImportError:
-        raise StoreEnvironmentError("a PostgreSQL store needs psycopg: pip install 'memlens[postgres]'") from None
+        raise StoreEnvironmentError("a PostgreSQL store needs psycopg and psycopg-pool: pip install 'memlens[postgres]'") from None
     from memlens.postgres import derived, schema
 
-    try:
-        raw = psycopg.connect(url, autocommit=True, application_name="memlens", connect_timeout=10)
-    except psycopg.Error as exc:
-        raise StoreEnvironmentError(f"cannot connect to {redact_url(url)}: {str(exc).strip()}") from None
-    _configure_types(raw)
+    raw = _pools.checkout(url)
     conn = PgConnection(raw, url)
     conn.before_commit.append(derived.flush)
     try:
@@ -405,6 +406,79 @@ def connect(url: str, *, create: bool = True, readonly: bool = False) -> PgConne
         conn.close()
         raise
     return conn
+
+
+#: What every server connection is opened with.
+_CONNECT_OPTIONS: dict[str, Any] = {"autocommit": True, "application_name": "memlens", "connect_timeout": 10}
+#: The most connections one process keeps to one database.
+POOL_SIZE = 8
+
+
+class _Pools:
+    """One psycopg_pool.ConnectionPool per database while any store of this process has it open: a second store on
+    the same database (the app's reader thread and its tasks, a server's request handlers) takes an idle
+    connection instead of connecting again, and a closed store's connection goes back reset (:func:`_reset`).
+    The pool closes with the last store, so a process that opened many databases (the tests) keeps no threads.
+
+    The first connection to a database is made directly, outside the pool: a wrong password or an unreachable
+    host is then reported at once, in the server's words, instead of as a pool timeout after its retries."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, tuple[Any, int]] = {}  # url -> (pool, stores using it)
+
+    def checkout(self, url: str) -> Any:
+        import psycopg
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
+        with self._lock:
+            pool, users = self._open.get(url, (None, 0))
+            if pool is None:
+                try:
+                    psycopg.connect(url, **_CONNECT_OPTIONS).close()
+                except psycopg.Error as exc:
+                    raise StoreEnvironmentError(f"cannot connect to {redact_url(url)}: {str(exc).strip()}") from None
+                pool = ConnectionPool(
+                    url, kwargs=_CONNECT_OPTIONS, min_size=0, max_size=POOL_SIZE, configure=_configure_types, reset=_reset,
+                    check=ConnectionPool.check_connection, num_workers=1, timeout=30, open=True,
+                )  # fmt: skip
+            self._open[url] = (pool, users + 1)
+        try:
+            return pool.getconn()
+        except (PoolTimeout, psycopg.Error) as exc:
+            self.release(url, None)
+            raise StoreEnvironmentError(f"cannot connect to {redact_url(url)}: {str(exc).strip()}") from None
+
+    def release(self, url: str, raw: Any) -> None:
+        """Give ``raw`` back (None: it was never had) and close the pool once no store uses it."""
+        with self._lock:
+            pool, users = self._open[url]
+            if raw is not None:
+                pool.putconn(raw)
+            if users > 1:
+                self._open[url] = (pool, users - 1)
+                return
+            del self._open[url]
+        pool.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            pools = [pool for pool, _users in self._open.values()]
+            self._open.clear()
+        for pool in pools:
+            pool.close()
+
+
+def _reset(raw: Any) -> None:
+    """A connection back in the pool forgets its session: settings (read-only), LISTENs, temporary objects. Not
+    DISCARD ALL: it would drop the statements psycopg prepared, which psycopg still counts on."""
+    raw.execute("RESET ALL")
+    raw.execute("UNLISTEN *")
+    raw.execute("DISCARD TEMP")
+
+
+_pools = _Pools()
+atexit.register(_pools.close_all)
 
 
 def _configure_types(raw: Any) -> None:
