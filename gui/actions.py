@@ -44,6 +44,7 @@ class ActionSpec:
 ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("act_new_store", "actionNewStore", "&New Store…", "new", "new_store_dialog", "Ctrl+Shift+N", "Create an empty store file"),
     ActionSpec("act_open", "actionOpen", "&Open Store…", "open", "open_store_dialog", StandardKey.Open, "Open another store file"),
+    ActionSpec("act_connect", "actionConnect", "&Connect…", "open", "connect_dialog", "Ctrl+Shift+O", "Open a store on a PostgreSQL server by its URL"),
     ActionSpec("act_import", "actionImport", "&Import…", "import", "import_dialog", None, "Import memories from a file", "writable"),
     ActionSpec("act_export", "actionExport", "&Export…", "export", "export_dialog", None, "Export memories to a file", "store"),
     ActionSpec("act_settings", "actionSettings", "&Settings…", "settings", "settings_dialog", "Ctrl+,", "Timers, thresholds, decay rates, LLM, theme"),
@@ -69,7 +70,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
 #: The menu bar: each menu's title and entries (an action's attribute, None for a separator, or a submenu's key:
 #: "recent" for Open Recent, "views" for the view actions, "themes" for the Theme menu).
 MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    ("&File", ("act_new_store", "act_open", "recent", None, "act_import", "act_export", "act_demo", None, "act_settings", None, "act_quit")),
+    ("&File", ("act_new_store", "act_open", "act_connect", "recent", None, "act_import", "act_export", "act_demo", None, "act_settings", None, "act_quit")),
     ("&Edit", ("act_new_memory", "act_edit", "act_pin", "act_forget", None, "act_find")),
     ("&View", ("views", None, "act_refresh", "act_travel", "act_back_to_now", "themes")),
     ("&Lifecycle", ("act_consolidate", "act_sweep", "act_sweep_preview", "act_pause", None, "act_calibrate", "act_embed")),
@@ -94,6 +95,7 @@ class ActionAttributes:
 
     act_new_store: QtGui.QAction
     act_open: QtGui.QAction
+    act_connect: QtGui.QAction
     act_import: QtGui.QAction
     act_export: QtGui.QAction
     act_settings: QtGui.QAction

@@ -24,6 +24,7 @@ from memlens.gui.audit_view import AuditView
 from memlens.gui.calibrate_dialog import open_calibration
 from memlens.gui.columns import COLUMN_INDEX
 from memlens.gui.conflicts_view import ConflictsView
+from memlens.gui.connect_dialog import shown_url
 from memlens.gui.detail import DetailPane
 from memlens.gui.detail_controller import DetailController
 from memlens.gui.dialogs import show_about
@@ -38,6 +39,7 @@ from memlens.gui.operations.edit import open_edit_dialog, open_new_memory_dialog
 from memlens.gui.operations.forget import ask_to_forget
 from memlens.gui.operations.lifecycle import (
     STRENGTH_TICK,
+    demo_tip,
     open_settings,
     show_sweep_preview,
     start_consolidation,
@@ -53,14 +55,13 @@ from memlens.gui.semantic_search import LocalSemanticSearch
 from memlens.gui.sessions_view import SessionsView
 from memlens.gui.sidebar import LAYERS, Sidebar
 from memlens.gui.status_bar import StatusBar
-from memlens.gui.store_session import fill_recent, new_store_dialog, open_store_dialog
-from memlens.gui.tasks import StoreReader, TaskContext, TaskRunner
+from memlens.gui.store_session import connect_dialog, fill_recent, new_store_dialog, open_store_dialog, start_opening, store_title
+from memlens.gui.tasks import StoreReader, StoreTarget, TaskRunner
 from memlens.gui.transfer import start_export, start_import
 from memlens.gui.travel_banner import TimeTravel, TravelBanner, TravelCombo
 from memlens.gui.window_state import restore_state, save_state
 from memlens.llm import LLMConfig, LLMError
 from memlens.models import Memory
-from memlens.store import MemoryStore
 from memlens.sweep import SweepReport
 
 __all__ = ["MainWindow", "Sidebar", "utc_now"]
@@ -101,7 +102,8 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.settings = settings
         self.clock = clock
         self.prefs = Preferences.load(settings)
-        self.path: Path | None = None
+        #: The open store as it calls itself: its file, or its PostgreSQL URL without password (None: no store).
+        self.path: Path | str | None = None
         self.reader: StoreReader | None = None
         self.tasks = TaskRunner(None, self)
         self.store_settings: StoreSettings | None = None
@@ -232,6 +234,7 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.scheduled_consolidation = ScheduledConsolidation(self)  # its timer, countdown, pause and run now
         self.live = LiveView(lambda: self.reader, self.live_label, self.clock, self.prefs.live_poll_ms, self)
         self.live.changed.connect(self.refresh_all)
+        self.live.notice.connect(lambda message: self.say(message, 15000))
         self.live_timer = self.live.live_timer
 
     # --- state -------------------------------------------------------------------------------------------------
@@ -286,36 +289,27 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
     # --- opening and closing stores ------------------------------------------------------------------------------
 
     def open_store(self, path: str | Path, *, create: bool = True) -> None:
-        """Open (or create) the store at ``path`` in the background; on failure the current store stays open."""
-        target = Path(path).expanduser()
+        """Open (or create) the store at ``path`` in the background: a file, or a PostgreSQL URL (File > Connect);
+        on failure the current store stays open (see :func:`memlens.gui.store_session.start_opening`)."""
+        start_opening(self, path, create=create, activate=self._activate_store)
 
-        def probe(store: MemoryStore, _ctx: TaskContext) -> StoreSettings:
-            return store.settings
-
-        self.statusBar().showMessage(f"Opening {target}…")
-        self.tasks.start(
-            "open",
-            probe,
-            on_done=lambda settings: self._activate_store(target, settings),
-            on_error=lambda error: self.show_error(f"Cannot open {target.name}", error),
-            create=create,
-            path=target,
-        )
-
-    def _activate_store(self, path: Path, settings: StoreSettings) -> None:
+    def _activate_store(self, target: StoreTarget, settings: StoreSettings) -> None:
         self._close_store()
-        self._attach_reader(path, settings)
+        path = self._attach_reader(target, settings)
         self.prefs.add_recent(path)
         self.prefs.save(self.settings)
         self._fill_recent()
-        self.setWindowTitle(f"memlens - {path}")
+        self.setWindowTitle(f"memlens — {store_title(path)}")
+        self.status.show_store(path)
+        for tip in (self.act_demo.setToolTip, self.act_demo.setStatusTip, self.empty_state.demo_button.setToolTip):
+            tip(demo_tip(on_server=isinstance(target, str)))
         now = QtCore.QDateTime.fromSecsSinceEpoch(int(self.clock().timestamp()))
         self.audit_view.since.setDateTime(now.addDays(-7))
         self.audit_view.until.setDateTime(now)
         self.set_store_actions(True)
         self.refresher.reset()
-        # The first poll sets the baseline before anything is read, so a commit by another process after it is seen.
-        self.live.start(self.prefs.live_poll_ms)
+        # The first check is the baseline, taken before anything is read; a server announces commits, a file is polled.
+        self.live.start(self.prefs.live_poll_ms, listen_url=target if isinstance(target, str) else None)
         # The visible rows first (the reader works in order), then the counts and lists around them.
         self._view_changed(self.sidebar.current_view())
         self.refresh_counts()
@@ -324,22 +318,24 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
         self.scheduler.set_intervals(self.prefs.refresh_seconds * 1000, self.prefs.sweep_seconds * 1000)
         self.scheduler.start(paused=self.prefs.sweeps_paused)
         self.refresher.refresh_sweep_marks()  # for the sweep the timer now schedules
-        self.say(f"Opened {path}", 5000)
+        self.say(f"Opened {store_title(path)}", 5000)
         self.store_opened.emit(str(path))
 
-    def _attach_reader(self, path: Path, settings: StoreSettings) -> None:
-        self.path = path
-        self.tasks.path = path
-        self.reader = StoreReader(path, self)
+    def _attach_reader(self, target: StoreTarget, settings: StoreSettings) -> Path | str:
+        # What is shown and saved is the path without a password; what the reader and tasks connect with keeps it.
+        self.path = path = shown_url(target) if isinstance(target, str) else target
+        self.tasks.path = target
+        self.reader = StoreReader(target, self)
         self.use_store_settings(settings)
         self.refresher.reset()
         for view in (self.model, self.audit_view, self.sessions_view, self.conflicts_view):
             view.set_reader(self.reader)
         self.details.clear()
+        return path
 
     def _close_store(self) -> None:
         self.scheduler.stop()
-        self.live_timer.stop()
+        self.live.stop()
         if self.reader is not None:
             for view in (self.model, self.audit_view, self.sessions_view, self.conflicts_view):
                 view.set_reader(None)
@@ -368,6 +364,10 @@ class MainWindow(QtWidgets.QMainWindow, ActionAttributes):
     def open_store_dialog(self) -> None:
         """File > Open: choose an existing store."""
         open_store_dialog(self)
+
+    def connect_dialog(self) -> None:
+        """File > Connect: open a store on a PostgreSQL server by its URL."""
+        connect_dialog(self, self.prefs.recent_files)
 
     def _fill_recent(self) -> None:
         fill_recent(self.recent_menu, self.prefs.recent_files, lambda path: self.open_store(path, create=False))

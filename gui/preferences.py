@@ -10,7 +10,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from memlens.gui.connect_dialog import shown_url
 from memlens.gui.qt import QtCore
+from memlens.postgres.connection import is_url
 
 MAX_RECENT = 8
 
@@ -60,7 +62,8 @@ class Preferences:
             settings.setValue(f.name, getattr(self, f.name))
         settings.sync()
 
-    def add_recent(self, path: Path) -> None:
-        """Put ``path`` first in the recent files (at most MAX_RECENT, no duplicates)."""
-        text = str(Path(path).expanduser().resolve())
+    def add_recent(self, path: Path | str) -> None:
+        """Put ``path`` first in the recent stores (at most MAX_RECENT, no duplicates): a file by its full path, a
+        PostgreSQL URL without its password (this list is saved)."""
+        text = shown_url(path) if isinstance(path, str) and is_url(path) else str(Path(path).expanduser().resolve())
         self.recent_files = [text, *[p for p in self.recent_files if p != text]][:MAX_RECENT]

@@ -1,12 +1,15 @@
-"""The status bar: messages, "Working…", the live view's label, the countdown to the next automatic sweep, and a
+"""The status bar: messages, which store is open and on which backend, "Working…", the live view's label, the countdown to the next automatic sweep, and a
 running sweep's progress with its Cancel button."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from memlens.gui import format as fmt
 from memlens.gui.qt import QtWidgets
+from memlens.postgres.connection import is_url
 
 
 class StatusBar(QtWidgets.QStatusBar):
@@ -17,6 +20,8 @@ class StatusBar(QtWidgets.QStatusBar):
         self.setObjectName("statusBar")
         self.busy_label = QtWidgets.QLabel()
         self.busy_label.setObjectName("busyLabel")
+        self.store_label = QtWidgets.QLabel()
+        self.store_label.setObjectName("storeLabel")
         self.live_label = QtWidgets.QLabel()
         self.live_label.setObjectName("liveLabel")
         self.countdown_label = QtWidgets.QLabel()
@@ -54,8 +59,18 @@ class StatusBar(QtWidgets.QStatusBar):
         self.sweep_cancel.hide()
         self._sweep_cancel_slot: Callable[[], None] | None = None
         self.sweep_cancel.clicked.connect(self._cancel_sweep)
-        for widget in (self.sweep_progress, self.sweep_cancel, self.busy_label, self.live_label, self.countdown_label, self.consolidation_button):
+        for widget in (self.sweep_progress, self.sweep_cancel, self.busy_label, self.store_label, self.live_label, self.countdown_label, self.consolidation_button):
             self.addPermanentWidget(widget)
+
+    def show_store(self, location: Path | str) -> None:
+        """Name the open store (``MemoryStore.path``: a file, or a URL without password) and its backend, briefly:
+        "SQLite · memory.db", "PostgreSQL · agents"; the tooltip has the whole path or URL."""
+        if isinstance(location, str) and is_url(location):
+            backend, name = "PostgreSQL", unquote(urlsplit(location).path.lstrip("/")) or "postgres"
+        else:
+            backend, name = "SQLite", Path(location).name
+        self.store_label.setText(f"{backend} · {name}")
+        self.store_label.setToolTip(f"The open store, on {backend}: {location}")
 
     def show_busy(self, busy: bool) -> None:
         """Say "Working…" while background work runs."""

@@ -26,6 +26,9 @@ from typing import Any
 from memlens.gui.qt import QObject, QtCore, QThread, Signal, Slot
 from memlens.store import MemoryStore
 
+#: Where a store is: its file, or a PostgreSQL URL. A URL here may carry the password the person typed: it is what
+#: the app connects with, kept in memory only; what is shown or saved is the store's ``path`` (without it).
+StoreTarget = Path | str
 ReadFn = Callable[[MemoryStore], Any]
 Callback = Callable[[Any], None]
 
@@ -44,7 +47,7 @@ class _ReaderWorker(QObject):
 
     done = Signal(int, object, object)  # token, result, error
 
-    def __init__(self, path: Path, latest: dict[str, int], lock: threading.Lock) -> None:
+    def __init__(self, path: StoreTarget, latest: dict[str, int], lock: threading.Lock) -> None:
         super().__init__()
         self._path = path
         self._latest = latest
@@ -86,7 +89,7 @@ class StoreReader(QObject):
     _run = Signal(object)
     _close = Signal()
 
-    def __init__(self, path: Path, parent: QObject | None = None) -> None:
+    def __init__(self, path: StoreTarget, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.path = path
         self._tokens = itertools.count(1)
@@ -180,7 +183,7 @@ class _TaskSignals(QObject):
 
 
 class _TaskRunnable(QtCore.QRunnable):
-    def __init__(self, path: Path, fn: TaskFn, signals: _TaskSignals, cancel: threading.Event, create: bool, actor: str) -> None:
+    def __init__(self, path: StoreTarget, fn: TaskFn, signals: _TaskSignals, cancel: threading.Event, create: bool, actor: str) -> None:
         super().__init__()
         self._actor = actor
         self.setAutoDelete(True)
@@ -224,7 +227,7 @@ class TaskRunner(QObject):
     busy_changed = Signal(bool)
     task_finished = Signal(str)
 
-    def __init__(self, path: Path | None, parent: QObject | None = None) -> None:
+    def __init__(self, path: StoreTarget | None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.path = path
         self._pool = QtCore.QThreadPool(self)
@@ -240,7 +243,7 @@ class TaskRunner(QObject):
         on_error: Callback | None = None,
         on_progress: Callable[[int, int, str], None] | None = None,
         create: bool = False,
-        path: Path | None = None,
+        path: StoreTarget | None = None,
         actor: str = "gui",
     ) -> TaskHandle:
         """Run ``fn(store, context)`` in the pool on the runner's store (or ``path``); callbacks run on the UI thread."""

@@ -14,6 +14,7 @@ from typing import Any
 from memlens.gui.file_dialogs import choose_open_file, choose_save_file
 from memlens.gui.operations import OpChanges, OpHost, StoreOp
 from memlens.gui.qt import QtCore, QtWidgets, Signal
+from memlens.gui.store_session import store_folder
 from memlens.gui.tasks import TaskContext
 from memlens.io import ExportSummary, ImportSummary, export_file, import_file
 from memlens.store import MemoryStore
@@ -113,7 +114,7 @@ def start_import(host: OpHost) -> None:
     """Ask for a file, then import it."""
     if host.path is None or host.read_only():
         return
-    name = choose_open_file(host.dialog_parent(), "Import memories", str(host.path.parent), "Exports (*.jsonl *.json);;All files (*)")
+    name = choose_open_file(host.dialog_parent(), "Import memories", str(store_folder(host.path)), "Exports (*.jsonl *.json);;All files (*)")
     if name:
         run_import(host, name)
 
@@ -122,6 +123,8 @@ def start_export(host: OpHost) -> None:
     """Ask where, then export."""
     if host.path is None:
         return
-    name = choose_save_file(host.dialog_parent(), "Export memories", str(host.path.with_suffix(".jsonl")), "memlens export (*.jsonl)")
+    # Beside a store file, named after it; a store on a server has no folder: the default store's, then.
+    suggested = host.path.with_suffix(".jsonl") if isinstance(host.path, Path) else store_folder(host.path) / "memlens-export.jsonl"
+    name = choose_save_file(host.dialog_parent(), "Export memories", str(suggested), "memlens export (*.jsonl)")
     if name:
         run_export(host, name)

@@ -71,7 +71,8 @@ class OpHost(Protocol):
     """What an operation needs from the window that starts it (the main window is one)."""
 
     tasks: TaskRunner
-    path: Path | None
+    #: The open store as it calls itself (``MemoryStore.path``): its file, or its PostgreSQL URL without password.
+    path: Path | str | None
 
     def clock(self) -> datetime:
         """The real current time (never the time-travel date)."""

@@ -20,6 +20,7 @@ from memlens.gui.qt import QtWidgets
 from memlens.gui.status_bar import StatusBar
 from memlens.gui.tasks import TaskContext
 from memlens.llm import LLMConfig, LLMError
+from memlens.postgres.connection import is_url
 from memlens.store import MemoryStore
 from memlens.sweep import SweepReport
 
@@ -92,16 +93,24 @@ class DemoOp(StoreOp[demo.DemoSummary]):
         return self
 
 
+def demo_tip(*, on_server: bool) -> str:
+    """What Load Demo Data does, for the open store's backend (a demo never goes into a team's database)."""
+    if on_server:
+        return "Write a realistic demo into a new demo.db file beside your default store and open it (never into the PostgreSQL database)"
+    return "Add a realistic demo of an agent's weeks of work"
+
+
 def load_demo(host: OpHost, *, now: datetime) -> DemoOp:
     """Write the demo (a few weeks of an agent's work), reporting progress: into the open store only when it has
     never held a memory, otherwise into a new demo store beside it (``demo.db``), which is then opened. The demo's
-    back-dated sweeps must never reach a person's own memories."""
+    back-dated sweeps must never reach a person's own memories; nor does a demo ever go into a team's database on
+    a PostgreSQL server, however empty: it goes into a demo file beside the default store."""
 
     def generate(store: MemoryStore, ctx: TaskContext) -> demo.DemoSummary:
         def step(done: int, total: int) -> None:
             ctx.progress(done, total)
 
-        if store.id_sequence() == 0:
+        if store.id_sequence() == 0 and not is_url(str(store.path)):
             return demo.generate(store, now=now, progress=step)
         with MemoryStore.open(demo.demo_path_beside(store.path), actor="demo") as demo_store:
             return demo.generate(demo_store, now=now, progress=step)
