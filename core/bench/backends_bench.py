@@ -419,6 +419,7 @@ def writers(location: str, processes: int, seconds: float, seed: int, server: Se
         "per_s": round(count / span, 1) if span else None,
         "p50_ms": round(percentile(latencies, 50) * 1000, 3),
         "p95_ms": round(percentile(latencies, 95) * 1000, 3),
+        "max_ms": round(max(latencies, default=0.0) * 1000, 3),
         "per_writer": [d["count"] for d in sorted(done, key=lambda d: d["index"])],
         "errors": sum(d["error_count"] for d in done),
         "error_examples": [e for d in done for e in d["errors"]][:3],
