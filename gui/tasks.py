@@ -75,6 +75,9 @@ class _ReaderWorker(QObject):
         if self._store is not None:
             self._store.close()
             self._store = None
+        # The thread ends only now: quit() called from the UI thread could end its loop before this queued close
+        # ran, leaving the connection to the garbage collector (a PostgreSQL one then warns it was never closed).
+        self.thread().quit()
 
 
 class StoreReader(QObject):
@@ -149,8 +152,7 @@ class StoreReader(QObject):
         with self._lock:
             self._latest.clear()
         self._pending.clear()
-        self._close.emit()
-        self._thread.quit()
+        self._close.emit()  # closes the connection, then ends the thread
         self._thread.wait()
 
 
