@@ -33,3 +33,19 @@ def test_an_unreachable_server_is_reported_at_once(tmp_path):
     with pytest.raises(StoreEnvironmentError, match=r"cannot connect to postgresql://nobody@/memory.*No such file or directory") as caught:
         MemoryStore.open(url)
     assert "timeout" not in str(caught.value).lower()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://team:s3cret@db.example:5432/agents", "postgresql://team@db.example:5432/agents"),
+        ("postgresql://team@db.example/agents?password=s3cret&sslmode=require", "postgresql://team@db.example/agents?sslmode=require"),
+        ("postgresql://team:s3cret@db.example:notaport/agents", "postgresql://team@db.example:notaport/agents"),
+        ("postgresql://team:s:3@cret@db.example/agents", "postgresql://team@db.example/agents"),
+        ("postgresql:///agents?host=/run/postgresql", "postgresql:///agents?host=/run/postgresql"),
+    ],
+)
+def test_urls_are_shown_without_their_password(url: str, shown: str):
+    from memlens.postgres import redact_url
+
+    assert redact_url(url) == shown and "s3cret" not in redact_url(url)

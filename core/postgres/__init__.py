@@ -8,7 +8,7 @@ connects to a server: the file store never loads it.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 
 def is_postgres(conn: object) -> bool:
@@ -23,10 +23,13 @@ def is_url(location: object) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without its password: what titles, recent lists and messages show."""
+    """``url`` without its password, in the user part or as a ``password=`` parameter: what titles, recent lists
+    and messages show. Works on any text, a malformed URL included (a bad port must not make a message fail)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = (parts.username or "") + "@" + host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, hosts = netloc.rpartition("@")
+        netloc = user.split(":", 1)[0] + "@" + hosts
+    query = "&".join(p for p in parts.query.split("&") if p and p.split("=", 1)[0].lower() != "password")
+    # Put together by hand: urlunsplit drops the "//" of an empty host (postgresql:///db, a local socket).
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
