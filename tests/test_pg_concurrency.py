@@ -29,3 +29,29 @@ def test_stress_on_one_server_loses_nothing(pg_url: str, tmp_path: Path):
             "SELECT COUNT(*) FROM (SELECT parent_id FROM memories WHERE parent_id IS NOT NULL GROUP BY parent_id HAVING COUNT(*) > 1) AS t"
         ).fetchone()[0]
         assert twice == 0
+
+
+def test_a_write_lock_that_times_out_is_retried_on_a_clean_connection(pg_url: str, t0):
+    # With a lock_timeout set on the server, waiting for the write lock fails instead of waiting: memlens retries
+    # BEGIN IMMEDIATE as for a locked file, on a connection whose aborted transaction was ended first.
+    import threading
+
+    import psycopg
+
+    from memlens import db
+    from memlens.postgres.connection import WRITE_LOCK_KEY
+
+    with MemoryStore.open(pg_url) as store:
+        store.ctx.conn.raw.execute("SET lock_timeout = '50ms'")
+        holder = psycopg.connect(pg_url)
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        release = threading.Timer(0.6, holder.rollback)
+        retries = db.lock_retries
+        release.start()
+        try:
+            memory = store.remember("written once the other writer let go", now=t0)
+        finally:
+            release.join()
+            holder.close()
+        assert store.get(memory.id).content == "written once the other writer let go"
+        assert db.lock_retries > retries

@@ -23,6 +23,7 @@ another writer's (no chain with two latest versions, no duplicate supersede). Re
 from __future__ import annotations
 
 import atexit
+import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -298,9 +299,13 @@ class PgConnection:
     def _lock_for_writing(self) -> None:
         try:
             self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
-        except Exception as exc:
+        except BaseException as exc:
+            # The transaction just begun is aborted with the statement: end it, so that BEGIN IMMEDIATE can be
+            # retried (memlens.db retries a locked store) on a connection that is not stuck in a failed transaction.
+            with contextlib.suppress(Exception):
+                self.raw.execute("ROLLBACK")
             if _is_psycopg_error(exc):
-                raise _as_sqlite_error(exc) from exc
+                raise _as_sqlite_error(exc) from exc  # type: ignore[arg-type]
             raise
 
     def _commit(self) -> None:
