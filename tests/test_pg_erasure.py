@@ -18,6 +18,26 @@ def _tables_holding(url: str, needle: str) -> list[str]:
         return [n for n in names if conn.execute(f'SELECT 1 FROM "{n}" t WHERE t::text ILIKE %s LIMIT 1', (f"%{needle}%",)).fetchone()]
 
 
+def _dead_rows_holding(url: str, needle: str) -> dict[str, int]:
+    """The dead row versions (deleted or replaced, not yet vacuumed) holding ``needle``, by table, read from the
+    tables' pages with the pg_dirtyread extension: what is still on disk though no query returns it."""
+    from memlens.storage.context import ERASED_TABLES
+
+    found: dict[str, int] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_dirtyread")
+        for table in ERASED_TABLES:
+            columns = conn.execute(
+                "SELECT string_agg(quote_ident(attname) || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) "
+                "FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                (table,),
+            ).fetchone()[0]
+            n = conn.execute(f"SELECT count(*) FROM pg_dirtyread('{table}') AS t({columns}) WHERE t::text ILIKE %s", (f"%{needle}%",)).fetchone()[0]
+            if n:
+                found[table] = n
+    return found
+
+
 def test_forget_leaves_the_text_in_no_table(pg_url: str, t0):
     with MemoryStore.open(pg_url) as store:
         kept = store.remember("the deploy key rotates every month", tags=["ops"], now=t0)
@@ -26,8 +46,12 @@ def test_forget_leaves_the_text_in_no_table(pg_url: str, t0):
         store.recall([gone.id], now=t0)
         store.relate(gone.id, kept.id, "related", now=t0)
         assert _tables_holding(pg_url, SECRET) and _tables_holding(pg_url, "zanzibarquokka"[:8])  # the text and its index terms
+        store.update(gone.id, tags=[SECRET, "rotated"], now=t0)  # a replaced row version holding the text, too
+        assert _dead_rows_holding(pg_url, SECRET)  # the check can see what lingers in the pages
         store.forget(gone.id, reason="leaked", now=t0)
         assert store.search(SECRET, now=t0) == []
+        assert _dead_rows_holding(pg_url, SECRET) == {}  # VACUUM removed the dead versions from the pages
+        assert _dead_rows_holding(pg_url, SECRET[:8]) == {}
         assert store.get(kept.id).content == kept.content
     assert _tables_holding(pg_url, SECRET) == []
     assert _tables_holding(pg_url, "zanzibarquokka"[:8]) == []  # no stemmed or prefix form either
