@@ -62,6 +62,7 @@ BOTH_BACKENDS = frozenset(
         "test_tidiness",
         "test_calibrate",
         "test_hooks",
+        "test_supersede_postings",
         "test_search_symbols",
         "test_search_expansion",
         "test_search_fast",
@@ -87,7 +88,8 @@ BOTH_BACKENDS = frozenset(
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    both = "store" in metafunc.fixturenames and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS
+    uses_a_store = "store" in metafunc.fixturenames or "store_location" in metafunc.fixturenames
+    both = uses_a_store and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS
     if both and metafunc.definition.get_closest_marker("sqlite_only") is None:
         metafunc.parametrize("backend", ["sqlite", "postgresql"])
 

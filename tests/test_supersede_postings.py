@@ -76,9 +76,9 @@ def _fill(store: MemoryStore, rng: random.Random, t0, count: int) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_equals_brute_force_on_random_stores_with_band_projects_and_expired(db_path, t0, seed):
+def test_equals_brute_force_on_random_stores_with_band_projects_and_expired(store_location, t0, seed):
     rng = random.Random(seed)
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         texts = _fill(store, rng, t0, 150)
         now = (t0 + timedelta(days=1)).timestamp()  # the 0.01-day TTLs have expired by then
         assert store.conn.execute("SELECT COUNT(*) FROM memories WHERE forget_after <= ? AND is_latest = 1", (now,)).fetchone()[0] > 0
@@ -88,9 +88,9 @@ def test_equals_brute_force_on_random_stores_with_band_projects_and_expired(db_p
         assert store.ctx.postings.builds == 1
 
 
-def test_excluded_ids_are_left_out_exactly(db_path, t0):
+def test_excluded_ids_are_left_out_exactly(store_location, t0):
     rng = random.Random(7)
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         texts = _fill(store, rng, t0, 120)
         now = (t0 + timedelta(hours=1)).timestamp()
         for text in texts[:30]:
@@ -103,7 +103,7 @@ def test_excluded_ids_are_left_out_exactly(db_path, t0):
             assert fast == _oracle(store, tokens, project=None, threshold=0.4, now=now, exclude=exclude)
 
 
-def test_key_collisions_stay_exact(db_path, t0, monkeypatch):
+def test_key_collisions_stay_exact(store_location, t0, monkeypatch):
     # Eight keys for thirty words: every key stands for several tokens, in the index and in the probes.
     def colliding_key(token: str) -> str:
         return "k" + format(hashlib.blake2b(token.encode()).digest()[0] % 8, "012x")
@@ -111,7 +111,7 @@ def test_key_collisions_stay_exact(db_path, t0, monkeypatch):
     monkeypatch.setattr(supersede, "token_key", colliding_key)
     monkeypatch.setattr(postings_module, "token_key", colliding_key)
     rng = random.Random(3)
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         texts = _fill(store, rng, t0, 100)
         assert store.ctx.postings.stats()["keys"] <= 8
         _assert_exact(store, [_text(rng, rng.choice(texts).split()) for _ in range(25)], (t0 + timedelta(hours=3)).timestamp())
@@ -120,10 +120,10 @@ def test_key_collisions_stay_exact(db_path, t0, monkeypatch):
         _assert_exact(store, [_text(rng, rng.choice(texts).split()) for _ in range(10)], (t0 + timedelta(hours=5)).timestamp())
 
 
-def test_same_process_supersede_forget_and_import_keep_it_exact(db_path, t0, tmp_path):
+def test_same_process_supersede_forget_and_import_keep_it_exact(store_location, t0, tmp_path):
     rng = random.Random(11)
     now = (t0 + timedelta(hours=6)).timestamp()
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         texts = _fill(store, rng, t0, 80)
         probes = [_text(rng, rng.choice(texts).split()) for _ in range(20)]
         _assert_exact(store, probes, now)
@@ -151,14 +151,14 @@ def test_same_process_supersede_forget_and_import_keep_it_exact(db_path, t0, tmp
         assert store.ctx.postings.builds == 1  # all of it caught up through the change log, no rebuild
 
 
-def test_another_connection_writes_are_seen(db_path, t0):
+def test_another_connection_writes_are_seen(store_location, t0):
     rng = random.Random(21)
     now = (t0 + timedelta(hours=6)).timestamp()
-    with MemoryStore.open(db_path) as reader:
+    with MemoryStore.open(store_location) as reader:
         texts = _fill(reader, rng, t0, 60)
         probes = [_text(rng, rng.choice(texts).split()) for _ in range(20)]
         _assert_exact(reader, probes, now)
-        with MemoryStore.open(db_path) as writer:
+        with MemoryStore.open(store_location) as writer:
             added = _fill(writer, rng, t0 + timedelta(hours=1), 30)  # adds, and supersedes of the reader's memories
             assert writer.conn.execute("SELECT COUNT(*) FROM memories WHERE is_latest = 0").fetchone()[0] > 0
             _assert_exact(reader, probes + added[:10], now)
@@ -168,10 +168,10 @@ def test_another_connection_writes_are_seen(db_path, t0):
         assert reader.ctx.postings.builds == 1
 
 
-def test_another_process_writes_are_seen(db_path, t0):
+def test_another_process_writes_are_seen(store_location, t0):
     rng = random.Random(31)
     now = (t0 + timedelta(hours=6)).timestamp()
-    with MemoryStore.open(db_path) as reader:
+    with MemoryStore.open(store_location) as reader:
         texts = _fill(reader, rng, t0, 60)
         probes = [_text(rng, rng.choice(texts).split()) for _ in range(15)]
         _assert_exact(reader, probes, now)
@@ -181,7 +181,7 @@ def test_another_process_writes_are_seen(db_path, t0):
             from memlens import MemoryStore
             t0 = datetime.fromisoformat({t0.isoformat()!r})
             texts = {texts[:12]!r}
-            with MemoryStore.open({str(db_path)!r}) as store:
+            with MemoryStore.open({str(store_location)!r}) as store:
                 for i, text in enumerate(texts):
                     words = text.split()
                     words[-1] = "fresh{{}}".format(i)
@@ -196,10 +196,10 @@ def test_another_process_writes_are_seen(db_path, t0):
         _assert_exact(reader, probes + changed, now)
 
 
-def test_a_rolled_back_transaction_leaves_the_copy_right(db_path, t0):
+def test_a_rolled_back_transaction_leaves_the_copy_right(store_location, t0):
     rng = random.Random(41)
     now = (t0 + timedelta(hours=6)).timestamp()
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         texts = _fill(store, rng, t0, 60)
         probes = [_text(rng, rng.choice(texts).split()) for _ in range(15)]
         _assert_exact(store, probes, now)
@@ -213,23 +213,23 @@ def test_a_rolled_back_transaction_leaves_the_copy_right(db_path, t0):
         assert store.conn.execute("SELECT COUNT(*) FROM memories WHERE id IN (?, ?)", (made.id, superseding.id)).fetchone()[0] == 0
         # Before this store looks again, another writer is given the same ids and change-log seqs: the copy must
         # not mistake them for the rolled-back ones it applied.
-        with MemoryStore.open(db_path) as writer:
+        with MemoryStore.open(store_location) as writer:
             added = _fill(writer, rng, t0 + timedelta(hours=2), 6)
         assert store.conn.execute("SELECT COUNT(*) FROM memories WHERE id = ?", (made.id,)).fetchone()[0] == 1
         _assert_exact(store, probes + added + [ghost, texts[0]], now)
 
 
-def test_bulk_writes_and_a_pruned_log_rebuild_the_copy(db_path, t0, monkeypatch):
+def test_bulk_writes_and_a_pruned_log_rebuild_the_copy(store_location, t0, monkeypatch):
     monkeypatch.setattr(supersede, "BULK_RESET", 5)
     monkeypatch.setattr(supersede, "CHANGES_KEPT", 3)
     monkeypatch.setattr(supersede, "_PRUNE_EVERY", 2)
     rng = random.Random(51)
     now = (t0 + timedelta(hours=6)).timestamp()
-    with MemoryStore.open(db_path) as reader:
+    with MemoryStore.open(store_location) as reader:
         texts = _fill(reader, rng, t0, 40)
         probes = [_text(rng, rng.choice(texts).split()) for _ in range(15)]
         _assert_exact(reader, probes, now)
-        with MemoryStore.open(db_path) as writer:
+        with MemoryStore.open(store_location) as writer:
             writer.remember_many([{"content": _text(rng, rng.choice(texts).split()), "created_at": t0} for _ in range(12)], now=t0)
             _assert_exact(reader, probes, now)
             builds = reader.ctx.postings.builds
@@ -239,10 +239,10 @@ def test_bulk_writes_and_a_pruned_log_rebuild_the_copy(db_path, t0, monkeypatch)
             _assert_exact(reader, probes, now)
 
 
-def test_opening_and_reading_a_store_builds_nothing(db_path, t0):
-    with MemoryStore.open(db_path) as store:
+def test_opening_and_reading_a_store_builds_nothing(store_location, t0):
+    with MemoryStore.open(store_location) as store:
         store.remember("install dependencies with pnpm in this project", now=t0)
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         store.search("pnpm", now=t0)
         store.list_memories(now=t0)
         assert store.ctx._postings is None
@@ -251,20 +251,20 @@ def test_opening_and_reading_a_store_builds_nothing(db_path, t0):
         assert store.ctx.postings.built
 
 
-def test_a_copy_behind_a_store_made_before_the_change_log_is_built_from_the_index(db_path: Path, t0):
+def test_a_copy_behind_a_store_made_before_the_change_log_is_built_from_the_index(store_location: Path, t0):
     # A migrated store starts with an empty change log and a full FTS5 index: the snapshot comes from the index.
     rng = random.Random(61)
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         texts = _fill(store, rng, t0, 50)
         store.conn.execute("DELETE FROM similarity_changes")
-    with MemoryStore.open(db_path) as store:
+    with MemoryStore.open(store_location) as store:
         _assert_exact(store, [_text(rng, rng.choice(texts).split()) for _ in range(15)], (t0 + timedelta(hours=6)).timestamp())
 
 
-def test_a_read_only_store_builds_its_copy_and_stays_read_only(db_path, t0):
-    with MemoryStore.open(db_path) as store:
+def test_a_read_only_store_builds_its_copy_and_stays_read_only(store_location, t0):
+    with MemoryStore.open(store_location) as store:
         store.remember("install dependencies with pnpm in this project", now=t0)
-    with MemoryStore.open(db_path, readonly=True) as store:
+    with MemoryStore.open(store_location, readonly=True) as store:
         preview = store.memories.preview_supersede("install dependencies with yarn in this project", now=t0)
         assert preview.action == "supersede"
         assert store.conn.execute("PRAGMA query_only").fetchone()[0] == 1
@@ -279,14 +279,15 @@ def _token_stats_from_scratch(store: MemoryStore) -> dict[str, int]:
     return counts
 
 
-def test_a_bulk_forget_keeps_other_stores_copies_and_the_token_counts_exact(db_path, t0):
+@pytest.mark.sqlite_only  # counts SQLite statements (set_trace_callback)
+def test_a_bulk_forget_keeps_other_stores_copies_and_the_token_counts_exact(store_location, t0):
     rng = random.Random(71)
     now = (t0 + timedelta(hours=6)).timestamp()
-    with MemoryStore.open(db_path) as reader:
+    with MemoryStore.open(store_location) as reader:
         texts = _fill(reader, rng, t0, 260)
         probes = [_text(rng, rng.choice(texts).split()) for _ in range(25)] + texts[:15]
         _assert_exact(reader, probes, now)
-        with MemoryStore.open(db_path) as writer:
+        with MemoryStore.open(store_location) as writer:
             older = [r[0] for r in writer.conn.execute("SELECT id FROM memories WHERE is_latest = 0 LIMIT 10")]
             with_parents = [r[0] for r in writer.conn.execute("SELECT id FROM memories WHERE is_latest = 1 AND parent_id IS NOT NULL LIMIT 40")]
             assert older and with_parents  # forgetting these brings earlier versions back as latest

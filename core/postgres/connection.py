@@ -347,6 +347,10 @@ class PgConnection:
             deferred = on is not None and on.group(1).lower() in ("on", "1", "true", "yes")
             self.raw.execute(f"SET CONSTRAINTS ALL {'DEFERRED' if deferred else 'IMMEDIATE'}")
             return PgCursor(None, -1, None)
+        if key == "query_only" and "=" not in statement:
+            # A read-only store's session refuses writes (set by connect): SQLite's query_only, as asked.
+            (on,) = self.raw.execute("SHOW default_transaction_read_only").fetchone()
+            return PgCursor([(int(on == "on"),)], -1, None)
         if key == "busy_timeout" and "=" not in statement:
             return PgCursor([(db.BUSY_TIMEOUT_MS,)], -1, None)
         if key == "table_info":
