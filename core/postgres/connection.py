@@ -31,12 +31,12 @@ from functools import lru_cache
 from typing import Any
 
 from memlens import db
-from memlens.errors import InvalidInput, StoreEnvironmentError, StoreLockedError
+from memlens.errors import InvalidInput, StoreEnvironmentError
 from memlens.postgres import is_url, redact_url
 
 #: The advisory lock every write transaction holds (the store's application id, "MLNS").
 WRITE_LOCK_KEY = 0x4D4C4E53
-#: The channel a commit notifies, for live views (see :meth:`PgConnection.wait_for_change`).
+#: The channel every committed write notifies; the app listens on it for other writers (memlens.gui.live_view).
 CHANGE_CHANNEL = "memlens_changes"
 #: Tables whose ``id`` an INSERT hands back as ``lastrowid``.
 _TABLES_WITH_ID = ("memories", "audit", "conflicts")
@@ -373,12 +373,6 @@ class PgConnection:
     def create_function(self, *args: Any, **kwargs: Any) -> None:
         raise db.sqlite.NotSupportedError("SQL functions written in Python run in SQLite only")
 
-    def wait_for_change(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for another writer's commit (LISTEN/NOTIFY); True when one came. Use a
-        connection of its own for this: a store's connection answers its callers meanwhile."""
-        gen = self.raw.notifies(timeout=timeout, stop_after=1)
-        return any(True for _ in gen)
-
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -509,4 +503,4 @@ def _configure_types(raw: Any) -> None:
     raw.adapters.register_loader("numeric", NumericAsNumber)
 
 
-__all__ = ["CHANGE_CHANNEL", "PgConnection", "StoreLockedError", "connect", "is_url", "redact_url", "translate"]
+__all__ = ["CHANGE_CHANNEL", "PgConnection", "connect", "is_url", "redact_url", "translate"]
