@@ -54,6 +54,7 @@ def test_forget_many_erases_every_text_from_the_file_the_wal_and_the_indexes(sto
     assert store.verify_audit().ok
 
 
+@pytest.mark.sqlite_only  # FTS5's merge and secure-delete settings (a server's erasure: tests/test_pg_erasure.py)
 def test_a_large_forget_merges_the_indexes_once_instead_of_deleting_securely_row_by_row(store: MemoryStore, t0):
     if not store.ctx.fts_secure:
         pytest.skip("this SQLite has no FTS5 secure-delete: every forget merges the indexes")
