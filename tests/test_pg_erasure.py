@@ -74,3 +74,14 @@ def test_a_vacuum_that_did_not_run_is_reported_and_run_by_the_next_open(pg_url: 
     with MemoryStore.open(pg_url):  # a writable open finishes the erasure
         pass
     assert doctor(pg_url).check("erasure").ok
+
+
+def test_closing_a_store_that_forgot_nothing_runs_no_vacuum(pg_url: str, t0):
+    # VACUUM is for what a forget left behind: a hook opens and closes a store on every tool call of an agent.
+    with MemoryStore.open(pg_url) as store:
+        store.remember("an ordinary memory", now=t0)
+    with MemoryStore.open(pg_url) as store:
+        store.remember("another one", now=t0)
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        (vacuums,) = raw.execute("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'memories'").fetchone()
+    assert vacuums == 0

@@ -331,7 +331,7 @@ class StoreContext:
         if self.readonly or self._conn is None:
             return False
         if is_postgres(self._conn):
-            return self.vacuum_erased(only_if_pending=only_if_pending) is None
+            return self.vacuum_erased() is None
         try:
             pending = self.erasure_pending()
             if only_if_pending and not pending:
@@ -343,10 +343,12 @@ class StoreContext:
         except (db.sqlite.Error, MemlensError):
             return False  # locked or read-only: the mark stays for the next process
 
-    def vacuum_erased(self, *, only_if_pending: bool = False) -> str | None:
+    def vacuum_erased(self) -> str | None:
         """Erasure on PostgreSQL: a forget has deleted the rows from every table already; VACUUM then removes the
         dead row versions from those tables and their indexes, so no query, and no page read through the server,
-        holds the text. Then the mark a forget leaves (:data:`ERASURE_PENDING_KEY`) is cleared: while it stands,
+        holds the text. It runs only while the mark a forget leaves (:data:`ERASURE_PENDING_KEY`) stands, so a store
+        that forgot nothing closes without one (a hook opens and closes a store on every tool call); the mark is
+        cleared once it ran. While it stands,
         ``memlens doctor`` reports the VACUUM as pending and the next memlens process to open the store runs it.
         What the server does not promise beyond that (its WAL until recycled, replicas, backups, free space not
         yet overwritten) is in the README, "Forgetting on PostgreSQL". Returns None when done, else why not."""
@@ -354,14 +356,12 @@ class StoreContext:
             conn = self.conn
             if conn.in_transaction:  # VACUUM cannot run inside a transaction
                 return "the erased rows are deleted; VACUUM runs once the surrounding transaction commits (memlens doctor --repair)"
-            if only_if_pending and _meta(conn, ERASURE_PENDING_KEY) is None:
+            if _meta(conn, ERASURE_PENDING_KEY) is None:
                 return None
             try:
                 conn.execute(f"VACUUM {', '.join(ERASED_TABLES)}")
                 conn.execute("DELETE FROM meta WHERE key = ?", (ERASURE_PENDING_KEY,))
-            except db.sqlite.Error as exc:
-                return f"the erased rows are deleted, but VACUUM did not run ({exc}); run `memlens doctor --repair`"
-            except MemlensError as exc:
+            except (db.sqlite.Error, MemlensError) as exc:
                 return f"the erased rows are deleted, but VACUUM did not run ({exc}); run `memlens doctor --repair`"
         return None
 
