@@ -22,6 +22,7 @@ from pathlib import Path
 
 from memlens.consolidate import run as run_consolidation
 from memlens.errors import InvalidInput
+from memlens.postgres import is_url
 from memlens.store import MemoryStore
 
 PROJECTS = ("shop-web", "etl-pipeline")
@@ -205,7 +206,7 @@ def generate(
 def demo_path_beside(store_path: Path | str) -> Path:
     """A file for a demo store in the same folder as ``store_path`` that does not exist yet: demo.db, demo-2.db, ...
     (beside the default store for a store on a PostgreSQL server: a demo never goes into a team's database)."""
-    if str(store_path).startswith(("postgresql://", "postgres://")):
+    if is_url(str(store_path)):
         from memlens.config import default_store_path
 
         store_path = default_store_path()

@@ -50,6 +50,7 @@ from memlens import db
 from memlens.errors import InvalidInput, MemlensError, StoreEnvironmentError, StoreLockedError
 from memlens.hook_detach import MAX_INPUT_BYTES, open_side_file
 from memlens.models import Layer, Origin
+from memlens.postgres import is_url
 from memlens.redact import redact, redact_text, redact_value
 
 #: The same event (session, tool, input) seen again within this window is not stored again.
@@ -114,7 +115,7 @@ def side_path(store: Path | str) -> Path:
     """Where the hook's side files of a store live, as a path beside which they go: the store's file itself, or,
     for a store on a PostgreSQL server, a name in this user's state folder made from its URL (no password)."""
     text = str(store)
-    if not text.startswith(("postgresql://", "postgres://")):
+    if not is_url(text):
         return Path(store)
     import platformdirs
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memlens.postgres import is_url  # the package alone, which imports nothing
+
 #: The environment variable that names the store (as :data:`memlens.config.ENV_DB`).
 ENV_DB = "MEMLENS_DB"
 
@@ -18,7 +20,7 @@ ENV_DB = "MEMLENS_DB"
 def default_store_path() -> Path:
     """``$MEMLENS_DB`` if set (and a file), else ``<user data dir>/memlens/memory.db`` (platformdirs)."""
     env = os.environ.get(ENV_DB)
-    if env and not env.startswith(("postgresql://", "postgres://")):
+    if env and not is_url(env):
         return Path(env).expanduser()
     return _user_data_store()
 
@@ -27,7 +29,7 @@ def default_store() -> Path | str:
     """The store a command or the app opens when none is named: ``$MEMLENS_DB`` (a file, or a PostgreSQL URL kept as
     text) or the default file."""
     env = os.environ.get(ENV_DB)
-    if env and env.startswith(("postgresql://", "postgres://")):
+    if env and is_url(env):
         return env
     return default_store_path()
 

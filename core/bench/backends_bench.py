@@ -47,7 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from memlens.bench import stores, supersede_bench
+from memlens.bench import search_bench, stores, supersede_bench
 from memlens.bench.generator import EPOCH, LAYER_MIX, Generator
 from memlens.bench.report import progress as report_progress
 from memlens.bench.report import publish
@@ -229,15 +229,7 @@ def _pg_first(i: int) -> bool:
 def search(pair: Pair, gen: Generator, *, queries: int = 200, rounds: int = 2, limit: int = 10) -> dict[str, Any]:
     """``search()`` on both over the same queries: an untimed pass, then ``rounds`` timed passes, interleaved call
     by call; the hit ids (in order) of every call compared between the backends."""
-    conn = pair.sqlite.conn
-    rng = np.random.default_rng([gen.seed, 21])
-    top = conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
-    texts = []
-    for _ in range(queries):
-        row = conn.execute("SELECT content FROM memories WHERE id >= ? ORDER BY id LIMIT 1", (int(rng.integers(1, top + 1)),)).fetchone()
-        if row:
-            texts.append(row[0])
-    qs = gen.queries(texts, queries)
+    qs = search_bench.sample_queries(pair.sqlite.conn, gen, queries)
 
     def ids(backend: str, q: str) -> list[int]:
         return [h.memory.id for h in pair.store(backend).search(q, limit=limit, now=REMEMBER_AT)]

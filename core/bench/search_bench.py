@@ -27,6 +27,19 @@ def raw_expression(query: str) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in query.split())
 
 
+def sample_queries(conn: Any, gen: Generator, queries: int) -> list[str]:
+    """``queries`` search queries made from the texts of memories picked at random (by ``gen``'s seed) from the
+    store on ``conn``: the same queries for the same store, whichever benchmark asks."""
+    rng = np.random.default_rng([gen.seed, 21])
+    top = conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
+    texts = []
+    for _ in range(queries):
+        row = conn.execute("SELECT content FROM memories WHERE id >= ? ORDER BY id LIMIT 1", (int(rng.integers(1, top + 1)),)).fetchone()
+        if row:
+            texts.append(row[0])
+    return gen.queries(texts, queries)
+
+
 def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limit: int = 10, kept: bool = True) -> dict[str, Any]:
     """Per-call p50/p95 (wall and CPU) of ``search`` and of the raw query over ``rounds`` passes of ``queries``
     queries, the two interleaved call by call so both see the same load. ``kept=False`` times every search as if
@@ -38,14 +51,7 @@ def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limi
     now = EPOCH + timedelta(days=1)
     with MemoryStore.open(path, readonly=True, actor="bench") as store:
         conn = store.conn
-        rng = np.random.default_rng([gen.seed, 21])
-        top = conn.execute("SELECT MAX(id) FROM memories").fetchone()[0] or 0
-        texts = []
-        for _ in range(queries):
-            row = conn.execute("SELECT content FROM memories WHERE id >= ? ORDER BY id LIMIT 1", (int(rng.integers(1, top + 1)),)).fetchone()
-            if row:
-                texts.append(row[0])
-        qs = gen.queries(texts, queries)
+        qs = sample_queries(conn, gen, queries)
         raw = [raw_expression(q) for q in qs]
         statements = 0
 

@@ -132,7 +132,9 @@ def _record_in_child(turn: Turn, raw: bytes, received: float, store: Path | str,
 
 
 def _store_path(db: str | None) -> Path | str:
-    if db and db.startswith(("postgresql://", "postgres://")):
+    from memlens.postgres import is_url  # the package alone: nothing of the server backend is loaded
+
+    if db and is_url(db):
         return db  # a store on a server: the hook's side files go to the user's state folder (memlens.hooks.side_path)
     if db:
         return Path(db).expanduser()

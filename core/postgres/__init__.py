@@ -8,8 +8,6 @@ connects to a server: the file store never loads it.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 
 def is_postgres(conn: object) -> bool:
     """Whether ``conn`` is a store's PostgreSQL connection (else it is SQLite's). Asked by the few modules whose
@@ -25,6 +23,8 @@ def is_url(location: object) -> bool:
 def redact_url(url: str) -> str:
     """``url`` without its password, in the user part or as a ``password=`` parameter: what titles, recent lists
     and messages show. Works on any text, a malformed URL included (a bad port must not make a message fail)."""
+    from urllib.parse import urlsplit  # here, not at the top: a hook imports this package for is_url alone
+
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:

@@ -29,6 +29,7 @@ import platformdirs
 
 from memlens import db
 from memlens.files import replacing
+from memlens.postgres import is_url
 
 #: Overrides the folder holding audit keys and checkpoints (tests, or a team's shared secrets mount).
 KEYS_DIR_ENV = "MEMLENS_KEYS_DIR"
@@ -204,7 +205,7 @@ def _read_all(pattern: str) -> list[Checkpoint]:
 
 
 def _file_tag(store_path: Path | str) -> str:
-    if str(store_path).startswith(("postgresql://", "postgres://")):
+    if is_url(str(store_path)):
         # A database is named by its URL (without the password: memlens.postgres.connection.redact_url).
         return hashlib.sha256(str(store_path).encode("utf-8")).hexdigest()[:24]
     return hashlib.sha256(os.path.realpath(store_path).encode("utf-8", "surrogateescape")).hexdigest()[:24]

@@ -543,9 +543,10 @@ class SearchRepository:
         while True:
             ranked = fts.ranked(conn.raw, expression, weights, window + 1)
             scores = dict(ranked[:window])
+            ids = list(scores)
             rows: list[tuple[Any, ...]] = []
-            for start in range(0, len(scores), _FILTER_CHUNK):
-                chunk = list(scores)[start : start + _FILTER_CHUNK]
+            for start in range(0, len(ids), _FILTER_CHUNK):
+                chunk = ids[start : start + _FILTER_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 found = conn.execute(f"SELECT {columns} FROM memories m WHERE m.id IN ({marks}){filters}", [*chunk, *params]).fetchall()
                 rows += [(*r, scores[r[0]]) for r in found]
