@@ -158,6 +158,121 @@ def _scalar_min_max(text: str) -> str:
     return "".join(out)
 
 
+# --- executemany of an INSERT as multi-row INSERTs ------------------------------------------------------------------
+
+#: ``INSERT INTO t (columns) VALUES (one row of parameters and expressions)`` and what follows it.
+_ONE_ROW_INSERT = re.compile(r"^(\s*INSERT\s+INTO\s+\w+\s*\(([^()]*)\)\s*VALUES\s*)(\((?:[^()'\"]|\([^()'\"]*\))*\))(.*)$", re.I | re.S)
+_ON_CONFLICT = re.compile(r"^\s*(?:ON\s+CONFLICT\s*(?:\(([^()]*)\))?\s*DO\s+(NOTHING|UPDATE\b.*))?\s*$", re.I | re.S)
+_PARAM = re.compile(r"\$(\d+)")
+#: The most parameters one statement may carry (the protocol counts them in 16 bits) and rows per statement.
+_MAX_PARAMS = 65535
+MULTI_ROW_MAX = 1000
+
+
+@lru_cache(maxsize=256)
+def _multi_row_shape(text: str) -> tuple[str, str, str, int, tuple[int, ...] | None] | None:
+    """For a translated one-row INSERT: (head, the row's VALUES tuple, the tail, its parameter count, the parameter
+    numbers of an ON CONFLICT DO UPDATE's key columns, or None without one); None for any other statement."""
+    match = _ONE_ROW_INSERT.match(text)
+    if match is None:
+        return None
+    head, columns, row, tail = match.group(1), match.group(2), match.group(3), match.group(4)
+    conflict = _ON_CONFLICT.match(tail)
+    if conflict is None or "$" in tail:
+        return None
+    numbers = [int(n) for n in _PARAM.findall(row)]
+    count = max(numbers, default=0)
+    if count == 0 or set(numbers) != set(range(1, count + 1)):
+        return None
+    key: tuple[int, ...] | None = None
+    if conflict.group(2) and conflict.group(2).upper().startswith("UPDATE"):
+        # DO UPDATE may not touch a row twice in one statement: the rows' keys are checked for repeats, so the key
+        # columns must be plain parameters of the row.
+        if conflict.group(1) is None:
+            return None
+        names = [c.strip().lower() for c in columns.split(",")]
+        values = _split_row(row[1:-1])
+        if len(values) != len(names):
+            return None
+        key_numbers = []
+        for name in (c.strip().lower() for c in conflict.group(1).split(",")):
+            value = values[names.index(name)] if name in names else ""
+            if not re.fullmatch(r"\$\d+", value):
+                return None
+            key_numbers.append(int(value[1:]))
+        key = tuple(key_numbers)
+    return head, row, tail, count, key
+
+
+def _split_row(inner: str) -> list[str]:
+    """The items of a VALUES tuple's inside, split at the commas outside parentheses."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(inner):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(inner[start:i].strip())
+            start = i + 1
+    items.append(inner[start:].strip())
+    return items
+
+
+def _key_value(value: Any) -> Any:
+    """A key value as the server compares it, to find repeats conservatively (1, 1.0, True and "1" collide)."""
+    if isinstance(value, bool | int) or (isinstance(value, float) and value.is_integer()):
+        return str(int(value))
+    return str(value)
+
+
+def multi_row_insert(text: str, batch: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]] | None:
+    """``executemany(text, batch)`` of a one-row INSERT as a few multi-row INSERTs (``VALUES (...), (...)``), as
+    ``(statement, parameters)``: one statement for up to :data:`MULTI_ROW_MAX` rows instead of one each, which cost
+    a round of parse, bind and execute on the server and psycopg's work on each row (a bulk import's inserts of
+    memories, tags and supersede keys). None when the statement is not such an INSERT, or the rows cannot go
+    together: a row whose parameter count is not the statement's (psycopg then says so, as before), and an
+    ``ON CONFLICT ... DO UPDATE`` whose rows repeat a key (one statement may not update a row twice).
+
+    The rows are the same rows in the same order, each VALUES item coerced to its column as in a one-row INSERT,
+    and row triggers fire for each row as before; the counts add up. What differs is only when an immediate
+    foreign key is checked, at the end of each statement instead of each row (the store's keys are DEFERRABLE,
+    and a bulk write defers them anyway)."""
+    if len(batch) < 2:
+        return None
+    shape = _multi_row_shape(text)
+    if shape is None:
+        return None
+    _head, _row, _tail, count, key = shape
+    if any(len(params) != count for params in batch):
+        return None
+    if key is not None:
+        keys = [tuple(_key_value(params[n - 1]) for n in key) for params in batch]
+        if len(set(keys)) != len(keys):
+            return None
+    per_statement = max(1, min(MULTI_ROW_MAX, _MAX_PARAMS // count))
+    out: list[tuple[str, list[Any]]] = []
+    for start in range(0, len(batch), per_statement):
+        rows = batch[start : start + per_statement]
+        out.append((_multi_row_text(text, len(rows)), [value for params in rows for value in params]))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _multi_row_text(text: str, rows: int) -> str:
+    """The INSERT ``text`` (see :func:`_multi_row_shape`) with ``rows`` rows, row r's parameters renumbered from
+    r times the row's count."""
+    shape = _multi_row_shape(text)
+    assert shape is not None
+    head, row, tail, count, _key = shape
+    pieces = _PARAM.split(row)  # text, number, text, number, ..., text
+    values = []
+    for r in range(rows):
+        offset = r * count
+        values.append("".join(piece if i % 2 == 0 else f"${int(piece) + offset}" for i, piece in enumerate(pieces)))
+    return head + ", ".join(values) + tail
+
+
 # --- errors --------------------------------------------------------------------------------------------------------
 
 
@@ -279,8 +394,15 @@ class PgConnection:
             return PgCursor(None, 0, None)
         try:
             with self._raw_cursor() as cur:
-                cur.executemany(text, batch)
-                rowcount = cur.rowcount
+                statements = multi_row_insert(text, batch)
+                if statements is None:
+                    cur.executemany(text, batch)
+                    rowcount = cur.rowcount
+                else:
+                    rowcount = 0
+                    for statement, params in statements:
+                        cur.execute(statement, params, prepare=False)
+                        rowcount += max(cur.rowcount, 0)
         except Exception as exc:
             if _is_psycopg_error(exc):
                 raise _as_sqlite_error(exc) from exc

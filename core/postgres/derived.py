@@ -16,8 +16,9 @@ from memlens.decay import text_importance
 if TYPE_CHECKING:
     from memlens.postgres.connection import PgConnection
 
-#: Rows indexed per statement.
-_BATCH = 2000
+#: Rows indexed per pass (one COPY of their postings): a bulk write's batch (remember_many's default 5000) in one
+#: pass, since each COPY ends with the server finishing its last chunk while this process waits.
+_BATCH = 5000
 
 
 def flush(conn: PgConnection) -> None:

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.copy import QueuedLibpqWriter
 
 from memlens.errors import QueryError
 from memlens.text import index_text
@@ -146,6 +147,7 @@ def _tokenizer() -> sqlite3.Connection:
         conn.execute("CREATE VIRTUAL TABLE doc_tokens USING fts5vocab(doc, instance)")
         conn.execute(f"CREATE VIRTUAL TABLE q USING fts5(x, content='', tokenize='{TOKENIZER}')")
         conn.execute("CREATE VIRTUAL TABLE q_tokens USING fts5vocab(q, instance)")
+        conn.execute("CREATE TEMP TABLE doc_counts (doc INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
         _local.conn = conn
     return conn
 
@@ -207,23 +209,66 @@ def index(conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> None:
         latest[int(memory_id)] = [index_text(t) if t is not None else "" for t in columns]
     if not latest:
         return
-    tokens = tokenize_documents(list(latest.items()))
-    counts = tokens.counts
     delete(conn, list(latest))
+    documents = list(latest.items())
+    counts: dict[int, int] = {}
     with conn.cursor() as cur:
-        # COPY in text form, written as one buffer: psycopg's row-by-row array encoding would cost more than the
-        # tokenizing. Terms are tokenizer output (letters, digits, private-use characters), escaped all the same.
+        # COPY in text form, a chunk of documents at a time, each chunk's postings formatted by SQLite itself
+        # (postings_copy_text): formatting ~40 postings a memory in Python cost more than the tokenizing did. A
+        # thread of psycopg's sends each chunk while the next is tokenized, so the server inserts one chunk's
+        # postings while this process tokenizes the next, instead of each waiting for the other.
+        postings_sql = "COPY memory_fts_postings (term, long_term, id, col, positions, doc_tokens) FROM STDIN"
+        with cur.copy(postings_sql, writer=QueuedLibpqWriter(cur)) as copy:
+            for start in range(0, len(documents), _TOKENIZE_CHUNK):
+                chunk_counts, text = postings_copy_text(documents[start : start + _TOKENIZE_CHUNK])
+                counts.update(chunk_counts)
+                copy.write(text)
         with cur.copy("COPY memory_fts_docs (id, tokens) FROM STDIN") as copy:
             copy.write("".join(f"{memory_id}\t{n}\n" for memory_id, n in counts.items()))
-        with cur.copy("COPY memory_fts_postings (term, long_term, id, col, positions, doc_tokens) FROM STDIN") as copy:
-            copy.write(
-                "".join(
-                    f"{term_key(term).translate(_COPY_ESCAPES)}\t{term.translate(_COPY_ESCAPES) if len(term) > KEY_CHARS else _COPY_NULL}\t"
-                    f"{memory_id}\t{column}\t{{{','.join(map(str, offsets))}}}\t{counts[memory_id]}\n"
-                    for term, memory_id, column, offsets in tokens.postings
-                )
-            )
         cur.execute("UPDATE memory_fts_stats SET rows = rows + %s, tokens = tokens + %s", (len(counts), sum(counts.values())))
+
+
+def postings_copy_text(rows: Sequence[tuple[int, Sequence[str]]]) -> tuple[dict[int, int], str]:
+    """For each ``(id, five index texts)``, what :func:`tokenize_documents` gives, as the rows of
+    ``memory_fts_postings`` in COPY's text format (``term, long_term, id, col, positions, doc_tokens``) and each
+    id's token count. The same tokens of the same FTS5 table, grouped and formatted by SQLite rather than one
+    instance at a time in Python (tests/test_pg_bulk_index.py compares the two); only a term that is too long to
+    be its own key, or that holds a character COPY escapes (none does: the tokenizer splits at them), is formatted
+    here, after the others."""
+    conn = _tokenizer()
+    try:
+        conn.executemany(f"INSERT INTO doc(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", [(i, *texts) for i, texts in rows])
+        conn.execute("INSERT INTO temp.doc_counts(doc, n) SELECT doc, count(*) FROM doc_tokens GROUP BY doc")
+        counts = dict.fromkeys((memory_id for memory_id, _ in rows), 0)
+        counts.update(conn.execute("SELECT doc, n FROM temp.doc_counts"))
+        lines = [line for (line,) in conn.execute(_POSTINGS_LINES_SQL, (KEY_CHARS,))]
+        others = conn.execute(_OTHER_POSTINGS_SQL, (KEY_CHARS,)).fetchall()
+    finally:
+        conn.execute("INSERT INTO doc(doc) VALUES ('delete-all')")
+        conn.execute("DELETE FROM temp.doc_counts")
+    for term, memory_id, column, offsets in others:
+        long_term = term.translate(_COPY_ESCAPES) if len(term) > KEY_CHARS else _COPY_NULL
+        lines.append(f"{term_key(term).translate(_COPY_ESCAPES)}\t{long_term}\t{memory_id}\t{column}\t{{{offsets}}}\t{counts[memory_id]}\n")
+    return counts, "".join(lines)
+
+
+#: Documents tokenized and formatted at a time: one COPY write, sent while the next chunk is tokenized.
+_TOKENIZE_CHUNK = 500
+#: The column's number (its place in COLUMNS) from fts5vocab's column name.
+_COLUMN_NUMBER = "CASE col " + " ".join(f"WHEN '{name}' THEN {i}" for i, name in enumerate(COLUMNS)) + " END"
+#: A term formatted in Python: longer than its key may be, or holding a character COPY escapes (_COPY_ESCAPES).
+_OTHER_TERM = "(length(term) > ? OR term GLOB '*[\\' || char(9) || char(10) || char(13) || ']*')"
+_INSTANCES = f"SELECT term, doc, {_COLUMN_NUMBER} AS c, offset FROM doc_tokens"
+# One posting per (term, row, column) in fts5vocab's order (term, row, column number), its offsets ascending:
+# fts5vocab gives each posting's instances in offset order and SQLite's sorter is stable (rows equal in the GROUP BY
+# key leave it in the order they came), so group_concat lists them in that order; tests/test_pg_bulk_index.py
+# compares every posting, offsets in order, with tokenize_documents.
+_POSTINGS_LINES_SQL = (
+    "SELECT format('%s' || char(9) || '\\N' || char(9) || '%d' || char(9) || '%d' || char(9) || '{%s}' || char(9) || '%d' || char(10), "
+    "term, doc, c, group_concat(offset, ','), (SELECT n FROM temp.doc_counts WHERE doc_counts.doc = v.doc)) "
+    f"FROM ({_INSTANCES} WHERE NOT {_OTHER_TERM}) v GROUP BY term, doc, c ORDER BY term, doc, c"
+)
+_OTHER_POSTINGS_SQL = f"SELECT term, doc, c, group_concat(offset, ',') FROM ({_INSTANCES} WHERE {_OTHER_TERM}) v GROUP BY term, doc, c ORDER BY term, doc, c"
 
 
 def delete(conn: psycopg.Connection[Any], ids: Iterable[int]) -> None:
