@@ -16,6 +16,14 @@ behaviour from its own objects:
 Text columns compare byte by byte (``COLLATE "C"``), as SQLite's do, whatever the database's locale. Times are
 epoch seconds in ``double precision``, SQLite's REAL. Versions live in ``memlens_schema``; a database whose version
 is newer than :data:`PG_SCHEMA_VERSION` is refused without a change.
+
+Schema 2 prepares the server-side vector search (:mod:`memlens.postgres.vectors`): a function giving a stored
+vector's values, and, where the database has the pgvector extension (created here when the server has it and the
+role may), the ``memory_vectors.embedding`` column kept from the blobs by a trigger. That column depends on the
+extension, so it is added by :func:`memlens.postgres.vectors.settle` at whichever open first finds the extension,
+not by the numbered migration alone: a store set up without pgvector gets it when a DBA creates the extension.
+A memlens that knows schema 1 only refuses a schema 2 store: its ``memlens copy`` would carry the column along.
+A store of schema 1 opened read-only is read as it is (schema 2 adds nothing the engine's SQL reads).
 """
 
 from __future__ import annotations
@@ -23,14 +31,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memlens.errors import NewerDatabaseError, NotAMemlensDatabase
+from memlens.postgres import vectors
 
 if TYPE_CHECKING:
     from memlens.postgres.connection import PgConnection
 
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
 #: The SQLite schema each PostgreSQL schema holds the same tables as: what ``PRAGMA user_version`` answers, so that
 #: code and tools asking the store's schema see one numbering (memlens.schema.SCHEMA_VERSION).
-SQLITE_EQUIVALENT = {1: 11}
+SQLITE_EQUIVALENT = {1: 11, 2: 11}
+#: The oldest schema this memlens reads without migrating it (a read-only open cannot migrate).
+READABLE_FROM = 1
 
 _TEXT = 'text COLLATE "C"'
 
@@ -270,7 +281,10 @@ _V1.insert(
     """,
 )
 
-PG_MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1)]
+#: Schema 2: the server-side vector search (see the module docstring); the rest is done by vectors.set_up.
+_V2 = [vectors.FLOATS_FUNCTION]
+
+PG_MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
 
 
 def current_version(conn: PgConnection) -> int:
@@ -287,10 +301,16 @@ def prepare(conn: PgConnection, *, create: bool) -> None:
     the write lock so that two processes opening a new database at once set it up once."""
     from memlens.postgres import fts
 
-    version = current_version(conn)
+    # One statement: whether there is a schema, where pgvector stands, whether this session may write.
+    has_schema, vector_ns, has_vector_column, readonly = conn.raw.execute(
+        "SELECT to_regclass('memlens_schema') IS NOT NULL, state.*, current_setting('default_transaction_read_only') = 'on' "
+        f"FROM ({vectors.STATE_SQL}) AS state"
+    ).fetchone()
+    version = int(conn.raw.execute("SELECT max(version) FROM memlens_schema").fetchone()[0] or 0) if has_schema else 0
     if version > PG_SCHEMA_VERSION:
         raise NewerDatabaseError(f"this PostgreSQL store has schema {version}, newer than this memlens knows ({PG_SCHEMA_VERSION}); upgrade memlens")
-    if version == PG_SCHEMA_VERSION:
+    if version == PG_SCHEMA_VERSION or (readonly and version >= READABLE_FROM):
+        vectors.settle(conn, vector_ns, has_vector_column, readonly=readonly or version < PG_SCHEMA_VERSION)
         return
     if version == 0:
         tables = conn.raw.execute(
@@ -316,7 +336,10 @@ def prepare(conn: PgConnection, *, create: bool) -> None:
             else:
                 for sql in statements:
                     conn.raw.execute(sql)
+            if number == 2:
+                vectors.set_up(conn)  # the extension where the server has it and the role may, then its column
             conn.raw.execute("INSERT INTO memlens_schema(version) VALUES (%s)", (number,))
+        vector_ns, has_vector_column = conn.raw.execute(vectors.STATE_SQL).fetchone()
         conn.raw.execute("COMMIT")
     except BaseException as exc:
         conn.raw.execute("ROLLBACK")
@@ -325,3 +348,4 @@ def prepare(conn: PgConnection, *, create: bool) -> None:
         if isinstance(exc, psycopg.Error):
             raise NotAMemlensDatabase(f"could not set up the memlens schema in {redact_url(conn.url)}: {exc}") from None
         raise
+    vectors.settle(conn, vector_ns, has_vector_column, readonly=readonly)

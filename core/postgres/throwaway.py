@@ -3,8 +3,10 @@ through a Unix socket only, gone when stopped.
 
 It uses the server binaries of the machine's PostgreSQL (Debian's ``postgresql`` package; ``.ci/system-deps``
 installs it): ``$MEMLENS_PG_BIN``, else the folder ``pg_config --bindir`` names, else the newest
-``/usr/lib/postgresql/*/bin``. The server refuses to run as root, so under root (CI) the cluster belongs to the
-``postgres`` user the package creates. Durability is switched off (``fsync``, ``synchronous_commit``,
+``/usr/lib/postgresql/*/bin``; or those of a folder the caller names (``start(binaries=...)``), such as the
+PostgreSQL 16 with pgvector that the ``pgserver`` wheel carries (:func:`pgserver_bin`: Debian packages no pgvector,
+and the tests of the server-side vector search need one). The server refuses to run as root, so under root (CI)
+the cluster belongs to the ``postgres`` user the package creates. Durability is switched off (``fsync``, ``synchronous_commit``,
 ``full_page_writes``): the data lives for one test run, and the tests measure behaviour, not disks.
 
 A user's store never goes through here: ``MemoryStore.open("postgresql://...")`` connects to a server the team runs.
@@ -58,6 +60,22 @@ def server_bin() -> Path:
     )
 
 
+def pgserver_bin() -> Path:
+    """The server binaries inside the ``pgserver`` wheel (PostgreSQL 16 built with the pgvector extension), found
+    without importing the package; raises :class:`ServerUnavailable` when it is not installed (``make test``
+    installs it with the ``dev`` extra) or holds no server."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise ServerUnavailable("the `pgserver` package (PostgreSQL with pgvector) is not installed: pip install pgserver")
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "pginstall" / "bin"
+        if (folder / "initdb").exists() and (folder / "pg_ctl").exists():
+            return folder
+    raise ServerUnavailable(f"the `pgserver` package holds no server binaries (pginstall/bin) in {list(spec.submodule_search_locations)}")
+
+
 def _version_key(name: str) -> tuple[int, ...]:
     return tuple(int(p) for p in name.split(".") if p.isdigit())
 
@@ -70,6 +88,8 @@ class Server:
     socket_dir: Path
     port: int
     user: str
+    #: The folder of the binaries it runs (for ``pg_ctl stop``).
+    binaries: Path
 
     def url(self, database: str = "postgres") -> str:
         """A libpq URL for ``database`` on this server (the socket folder as the host)."""
@@ -78,7 +98,7 @@ class Server:
     def stop(self) -> None:
         """Stop the server at once and delete its files."""
         with contextlib.suppress(OSError, subprocess.CalledProcessError):
-            _run([str(server_bin() / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop"], self.user)
+            _run([str(self.binaries / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop"], self.user)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -87,9 +107,13 @@ def _run(cmd: list[str], user: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, check=True, user=user if as_other else None, timeout=120)
 
 
-def start(port: int = 54329) -> Server:
-    """Create and start a fresh cluster; raises :class:`ServerUnavailable` with the server's own words if it cannot."""
-    binaries = server_bin()
+def start(port: int = 54329, *, binaries: Path | None = None) -> Server:
+    """Create and start a fresh cluster from the binaries in ``binaries`` (default: :func:`server_bin`); raises
+    :class:`ServerUnavailable` with the server's own words if it cannot."""
+    binaries = server_bin() if binaries is None else Path(binaries)
+    for name in ("initdb", "pg_ctl", "postgres"):
+        if not os.access(binaries / name, os.X_OK):
+            raise ServerUnavailable(f"no executable {name} in {binaries}")
     if os.getuid() == 0:
         try:
             owner = pwd.getpwnam("postgres")
@@ -119,13 +143,13 @@ def start(port: int = 54329) -> Server:
             detail += "\n" + log.read_text(errors="replace")[-2000:]
         shutil.rmtree(folder, ignore_errors=True)
         raise ServerUnavailable(f"the throwaway PostgreSQL server did not start ({exc}): {detail.strip()}") from None
-    return Server(folder, sockets, port, user)
+    return Server(folder, sockets, port, user, binaries)
 
 
 @contextlib.contextmanager
-def running(port: int = 54329) -> Iterator[Server]:
+def running(port: int = 54329, *, binaries: Path | None = None) -> Iterator[Server]:
     """A throwaway server for the duration of the ``with`` block."""
-    server = start(port)
+    server = start(port, binaries=binaries)
     try:
         yield server
     finally:

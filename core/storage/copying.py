@@ -40,6 +40,7 @@ from typing import Any
 from memlens import db, supersede
 from memlens.errors import MemlensError
 from memlens.postgres import is_url, redact_url
+from memlens.postgres import vectors as pg_vectors
 from memlens.store import MemoryStore
 from memlens.text import similarity_tokens
 
@@ -78,6 +79,9 @@ TABLES = (
 WHOLE_TABLES = ("meta", "sqlite_sequence")
 #: Derived tables whose row count is still checked on arrival: rebuilt from the memories, they must come out equal.
 REBUILT_TABLES = ("token_stats",)
+#: Columns a backend derives from the row's others, left out of the copy and made again on arrival: pgvector's copy
+#: of each stored vector (:mod:`memlens.postgres.vectors`), filled by the destination's trigger where it has one.
+DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {"memory_vectors": (pg_vectors.COLUMN,)}
 #: The destination's ``meta`` key holding the state of the source a copy in progress began from.
 MARKER_KEY = "copy_in_progress"
 
@@ -351,7 +355,7 @@ def _source_state(conn: db.Connection) -> _SourceState:
     columns = {}
     for table in TABLES:
         cur = conn.execute(f"SELECT * FROM {table.name} LIMIT 0")
-        columns[table.name] = [d[0] for d in cur.description]
+        columns[table.name] = [d[0] for d in cur.description if d[0] not in DERIVED_COLUMNS.get(table.name, ())]
     schema = int(conn.execute("PRAGMA user_version").fetchone()[0])
     return _SourceState(store_id, schema, _counts(conn), _head(conn), columns)
 

@@ -48,6 +48,7 @@ from memlens.decay import DecayConfig
 from memlens.errors import InvalidInput, QueryError, StoreEnvironmentError
 from memlens.models import Memory, ts_from_dt
 from memlens.postgres import is_postgres
+from memlens.postgres import vectors as pg_vectors
 from memlens.postgres.derived import flush_pending
 from memlens.storage import coverage, expansion
 from memlens.storage.context import StoreContext, resolve_now
@@ -650,12 +651,18 @@ class SearchRepository:
     ) -> list[tuple[int, float]]:
         """``(id, cosine)`` of the ``pool`` memories passing the filters whose stored vectors (same model and
         dimension) are most similar to the unit query vector ``probe`` (model, vector), best first; only positive
-        similarities count. A full pass over the stored vectors, read in chunks: linear in the number of vectors."""
+        similarities count. A full pass over the stored vectors, read in chunks: linear in the number of vectors.
+        On a server with pgvector the server makes the pass (:func:`memlens.postgres.vectors.nearest`, the same
+        answer); nothing is read or kept here then."""
         import numpy as np
 
         from memlens.embeddings import blobs_to_matrix
 
         model, vector = probe
+        if is_postgres(conn):
+            found = pg_vectors.nearest(conn, model, vector, where, params, pool, _cosine_rows)
+            if found is not None:
+                return found
         dim = int(vector.shape[0])
         kept = self._kept_vectors(conn, model, dim)
         if kept is not None:
@@ -913,12 +920,17 @@ def blend_retention(
 
 def _cosine_rows(matrix: np.ndarray, unit: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
     """The cosine of each row of ``matrix`` with the unit vector ``unit``; a zero row is similar to nothing (0).
-    ``norms``: the rows' norms, when they are known already."""
+    ``norms``: the rows' norms, when they are known already.
+
+    Each row's cosine depends on that row alone, bit for bit: equal vectors tie exactly (and go to the lower id),
+    and a row scores the same in the whole matrix as in a few rows (what the server's pgvector scan hands back,
+    :mod:`memlens.postgres.vectors`). BLAS's ``matrix @ unit`` does not promise that (its kernels round a row by
+    where it falls in the matrix); numpy's own einsum loop does, at about the same speed."""
     import numpy as np
 
     norms = np.linalg.norm(matrix, axis=1) if norms is None else norms.copy()
     norms[norms == 0.0] = np.inf
-    return np.asarray((matrix @ unit) / norms, dtype=np.float32)
+    return np.asarray(np.einsum("ij,j->i", matrix, unit) / norms, dtype=np.float32)
 
 
 # the query's embedding -----------------------------------------------------------------------------------------
