@@ -899,6 +899,7 @@ def _server_checks(store: Any) -> list[Check]:
             ("audit", lambda: _check_audit(conn)),
             ("review", lambda: _check_review(conn)),
             ("erasure", lambda: _check_server_erasure(conn)),
+            ("vectors", lambda: _check_server_vectors(conn)),
         ]
         checks += [_guarded(name, fn) for name, fn in steps]
     return checks
@@ -969,6 +970,35 @@ def _check_server_erasure(conn: db.Connection) -> Check:
     return Check("erasure", True, f"every forget was followed by VACUUM of the {len(ERASED_TABLES)} tables it touches")
 
 
+def _check_server_vectors(conn: db.Connection) -> Check:
+    """Where the nearest-vector search runs (in the server with pgvector, or numpy in memlens), and, with pgvector,
+    whether every stored vector the extension can hold is in its column (the trigger keeps them; see
+    :mod:`memlens.postgres.vectors`)."""
+    from memlens.postgres import vectors
+
+    stored = conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0]
+    ns = vectors.namespace(conn)
+    if ns is None:
+        available = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = ?", (vectors.EXTENSION,)).fetchone()
+        created = conn.execute("SELECT extversion FROM pg_extension WHERE extname = ?", (vectors.EXTENSION,)).fetchone()
+        if created:
+            why = f"pgvector {created[0]} is created in this database; the next open that may write adds its column"
+        elif available:
+            why = (f"the server has pgvector {available[0]}, not created in this database "
+                   "(a database owner or superuser can run `CREATE EXTENSION vector;`)")
+        else:
+            why = "the server has no pgvector"
+        return Check("vectors", True, f"nearest-vector search runs in memlens (numpy) over {stored} stored vectors: {why}")
+    version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = ?", (vectors.EXTENSION,)).fetchone()
+    unfilled = conn.execute(
+        f"SELECT COUNT(*) FROM memory_vectors WHERE {vectors.COLUMN} IS NULL AND dim <= ? AND length(vector) = 4 * dim",
+        (vectors.MAX_DIM,),
+    ).fetchone()[0]
+    if unfilled:
+        return _failed("vectors", [f"{unfilled} stored vectors are missing from pgvector's column (searches still score them with numpy)"], unfilled)
+    return Check("vectors", True, f"nearest-vector search runs in the server (pgvector {version[0] if version else '?'}) over {stored} stored vectors")
+
+
 def _repair_server(store: Any, checks: list[Check]) -> list[str]:
     from memlens.postgres import fts
 
@@ -991,6 +1021,16 @@ def _repair_server(store: Any, checks: list[Check]) -> list[str]:
         if name in failed:
             with store.ctx.write() as c:
                 repairs += fix(c)
+    if "vectors" in failed:
+        from memlens.postgres import vectors
+
+        with store.ctx.write() as c:
+            # Setting the column fires its trigger, which fills it from the blob again.
+            filled = c.execute(
+                f"UPDATE memory_vectors SET {vectors.COLUMN} = NULL WHERE {vectors.COLUMN} IS NULL AND dim <= ? AND length(vector) = 4 * dim",
+                (vectors.MAX_DIM,),
+            ).rowcount
+        repairs.append(f"filled pgvector's column for {filled} stored vectors")
     if "erasure" in failed:  # a forget's VACUUM that did not run (rebuilt indexes held no forgotten text)
         problem = store.forgetting.purge_deleted_terms()
         repairs.append(problem or "VACUUM cleared the tables of deleted row versions")

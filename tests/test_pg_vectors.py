@@ -393,3 +393,28 @@ def test_a_copy_from_a_pgvector_store_to_a_server_without_it(vec_store: MemorySt
         assert pg_vectors.namespace(copied.ctx.conn) is None
         for p in _probes(3):
             _assert_same(_nearest(copied, p, MemoryFilter(), 50), _nearest(vec_store, p, MemoryFilter(), 50))
+
+
+def test_doctor_says_where_the_vector_search_runs_and_refills_a_missing_column(vec_store: MemoryStore, vec_url: str, pg_url: str):
+    from memlens.maintenance import doctor
+
+    report = doctor(vec_url)
+    assert report.ok
+    assert "runs in the server (pgvector 0." in report.check("vectors").summary
+    with psycopg.connect(vec_url, autocommit=True) as raw:  # damage the column behind the trigger's back
+        raw.execute("ALTER TABLE memory_vectors DISABLE TRIGGER memory_vectors_embedding")
+        raw.execute("UPDATE memory_vectors SET embedding = NULL WHERE memory_id % 5 = 0")
+        raw.execute("ALTER TABLE memory_vectors ENABLE TRIGGER memory_vectors_embedding")
+        damaged = raw.execute("SELECT COUNT(*) FROM memory_vectors WHERE embedding IS NULL AND dim = %s", (DIM,)).fetchone()[0]
+    assert damaged > 0
+    broken = doctor(vec_url)
+    assert not broken.check("vectors").ok and broken.check("vectors").count == damaged
+    fixed = doctor(vec_url, repair=True)
+    assert fixed.ok and f"filled pgvector's column for {damaged} stored vectors" in fixed.repairs
+    with psycopg.connect(vec_url) as raw:
+        _assert_column_matches(raw)
+
+    with MemoryStore.open(pg_url, actor="test") as plain:  # Debian's server: no pgvector
+        plain.remember("a memory on the server without pgvector", now=NOW)
+    summary = doctor(pg_url).check("vectors").summary
+    assert "runs in memlens (numpy)" in summary and "the server has no pgvector" in summary
