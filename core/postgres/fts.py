@@ -12,7 +12,9 @@ Design, and why:
   with its column and offset. Re-implementing porter and unicode61's folding tables in Python could drift from
   the SQLite build one character at a time; asking SQLite cannot. Query phrases go through the same tokenizer
   (FTS5's porter wrapper stems query and prefix tokens exactly as document tokens) and are cached: tokenizing
-  is a pure function of the text, so the cache cannot go stale.
+  is a pure function of the text, so the cache cannot go stale. Documents are indexed in chunks whose postings
+  SQLite itself groups and writes as COPY rows (:func:`postings_copy_text`, the same rows as
+  :func:`tokenize_documents` gives), each chunk sent by a thread of psycopg's while the next one is tokenized.
 * **A postings table, not tsvector.** One row per (term, memory, column) with the term's offsets in that column
   and the row's total token count. bm25 needs, per phrase, the number of instances *in each column* (each column
   has its own weight) and phrase matching needs exact consecutive offsets within one column. A tsvector has four
