@@ -37,3 +37,22 @@ def test_backends_bench_prints_both_backends_and_the_same_hits(pg_server, tmp_pa
         for backend in ("sqlite", "postgresql"):
             w = by["writers"][count][backend]
             assert w["remembers"] > 0 and w["errors"] == 0 and len(w["per_writer"]) == int(count), (count, backend, w)
+
+
+def test_a_writer_locked_out_while_opening_tries_again():
+    from memlens.errors import StoreLockedError
+
+    calls = []
+
+    def remember():
+        calls.append(1)
+        if len(calls) < 3:
+            raise StoreLockedError("locked by another process")
+
+    assert backends_bench.until_unlocked(remember) == 2 and len(calls) == 3
+
+    def always_locked():
+        raise StoreLockedError("locked by another process")
+
+    with pytest.raises(StoreLockedError):
+        backends_bench.until_unlocked(always_locked, seconds=0)

@@ -352,9 +352,12 @@ def _writer(location: str, index: int, seconds: float, seed: int, salt: int, rea
     latencies: list[float] = []
     errors: list[str] = []
     cpu = elapsed = 0.0
+    open_retries = 0
     try:
         with MemoryStore.open(location, actor=f"writer-{index}") as store:
-            store.remember(texts[0], layer="semantic", project=project, now=REMEMBER_AT)
+            # The first remember builds the supersede index under the write lock (seconds at a million, each
+            # writer in turn): one that waits past the busy timeout tries again rather than sitting out the run.
+            open_retries = until_unlocked(lambda: store.remember(texts[0], layer="semantic", project=project, now=REMEMBER_AT))
             ready.put(index)
             start.wait()
             began, cpu0 = time.perf_counter(), time.process_time()
@@ -377,7 +380,24 @@ def _writer(location: str, index: int, seconds: float, seed: int, salt: int, rea
         errors.append(traceback.format_exc(limit=3))
         ready.put(index)
     results.put({"index": index, "count": len(latencies), "latencies": latencies, "seconds": elapsed, "cpu_s": cpu, "errors": errors[:5],
-                 "error_count": len(errors)})  # fmt: skip
+                 "error_count": len(errors), "open_retries": open_retries})  # fmt: skip
+
+
+def until_unlocked(call: Callable[[], object], *, seconds: float = 1800.0) -> int:
+    """Run ``call`` until it does not raise :class:`memlens.errors.StoreLockedError` (for at most ``seconds``, then
+    the error is raised); returns how many times it was locked out."""
+    from memlens.errors import StoreLockedError
+
+    deadline = time.monotonic() + seconds
+    retries = 0
+    while True:
+        try:
+            call()
+            return retries
+        except StoreLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            retries += 1
 
 
 def writers(location: str, processes: int, seconds: float, seed: int, server: ServerCpu | None, *, salt: int = 0) -> dict[str, Any]:
@@ -414,6 +434,7 @@ def writers(location: str, processes: int, seconds: float, seed: int, server: Se
         "max_ms": round(max(latencies, default=0.0) * 1000, 3),
         "per_writer": [d["count"] for d in sorted(done, key=lambda d: d["index"])],
         "errors": sum(d["error_count"] for d in done),
+        "open_retries": sum(d.get("open_retries", 0) for d in done),
         "error_examples": [e for d in done for e in d["errors"]][:3],
         "wall_s": round(meter.wall, 3),
         "cpu_s": round(sum(d["cpu_s"] for d in done), 3),
@@ -553,7 +574,8 @@ def describe(name: str, r: dict[str, Any], *, count: int = 0) -> str:
                 lines.append(f"  {LABELS[b]:<10} {w['error']}")
                 continue
             lines.append(f"  {LABELS[b]:<10} {w['per_s']:>8,} remembers/s ({w['remembers']:,} in {w['wall_s']:.1f} s; per writer {w['per_writer']}), "
-                         f"p50 {w['p50_ms']:.2f} ms, p95 {w['p95_ms']:.2f} ms; writers' {_cost(w)}; errors {w['errors']}")  # fmt: skip
+                         f"p50 {w['p50_ms']:.2f} ms, p95 {w['p95_ms']:.2f} ms; writers' {_cost(w)}; errors {w['errors']}"
+                         + (f"; locked out {w['open_retries']} time(s) while opening" if w.get("open_retries") else ""))  # fmt: skip
     return "\n".join(lines)
 
 
