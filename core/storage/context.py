@@ -247,6 +247,19 @@ class StoreContext:
             self._postings = SimilarityPostings()
         return self._postings
 
+    def prepare_postings(self) -> None:
+        """Build the in-memory supersede index before a write that will use it, in a read of its own.
+
+        The first build takes seconds at a million memories (6 s here). Made inside the write transaction, it held
+        the write lock all that time: every other writer (an agent's hooks, other processes starting together)
+        waited, and past the lock's patience failed. Built here, the write only replays what others changed
+        meanwhile (:meth:`memlens.supersede_postings.SimilarityPostings.sync`). Inside a caller's own transaction it
+        is left to find_best, which then sees that transaction's writes."""
+        with self.lock:
+            if self._conn is None or self._conn.in_transaction or (self._postings is not None and self._postings.built):
+                return
+            self.postings.sync(self._conn)
+
     @contextmanager
     def read(self) -> Iterator[db.Connection]:
         """The connection for a read, under the store's lock (see the module docstring on threads)."""

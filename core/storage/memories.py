@@ -37,6 +37,7 @@ from memlens.storage.validation import (
     check_type,
     redacted_metadata,
 )
+from memlens.supersede import SUPERSEDING_LAYERS
 from memlens.text import default_title, jaccard, similarity_tokens
 
 
@@ -97,6 +98,10 @@ class MemoryRepository:
         ttl = check_ttl(ttl_days)
         origin_name = check_origin(origin)
         chosen = check_id(supersede_id) if supersede_id is not None else None
+        # find_best (a supersede decision) and conflict detection (semantic) read the in-memory supersede index:
+        # its first build (seconds at a million) is made before the write lock is taken. `supersede` is the flag here.
+        if (supersede and chosen is None and layer_name in SUPERSEDING_LAYERS) or layer_name == Layer.SEMANTIC.value:
+            self.ctx.prepare_postings()
         with self.ctx.write() as conn:
             if chosen is not None:
                 # A version without a project of its own stays in its chain's project (project searches find it).
