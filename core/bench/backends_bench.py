@@ -355,8 +355,8 @@ def _writer(location: str, index: int, seconds: float, seed: int, salt: int, rea
     open_retries = 0
     try:
         with MemoryStore.open(location, actor=f"writer-{index}") as store:
-            # The first remember builds the supersede index under the write lock (seconds at a million, each
-            # writer in turn): one that waits past the busy timeout tries again rather than sitting out the run.
+            # The first remember builds the supersede index (seconds at a million; outside the write lock since
+            # StoreContext.prepare_postings, inside it before): one locked out anyway tries again, counted.
             open_retries = until_unlocked(lambda: store.remember(texts[0], layer="semantic", project=project, now=REMEMBER_AT))
             ready.put(index)
             start.wait()
