@@ -139,3 +139,26 @@ def test_save_answers_from_its_write_when_the_superseded_memory_is_forgotten_at_
         assert answer["memory"]["version"] == 2 and answer["superseded"]["id"] == first.id
         assert f"Saved as #{answer['memory']['id']}" in answer["message"]
         assert store.get(answer["memory"]["id"]).content.startswith("Use pnpm")
+
+
+def test_memlens_mcp_without_the_extra_says_how_to_install_it(tmp_path: Path):
+    # Regression: in a venv without `memlens[mcp]` the first import to fail was anyio (an SDK dependency, imported
+    # first), not `mcp`, so `memlens mcp` died with a traceback instead of saying what to install.
+    hide = (
+        "import sys\n"
+        "for name in ('mcp', 'anyio', 'pydantic'):\n"
+        "    sys.modules[name] = None  # as if not installed: importing it raises ModuleNotFoundError\n"
+        "import importlib.metadata as metadata\n"
+        "real_version = metadata.version\n"
+        "def version(name):\n"
+        "    if name == 'mcp':\n"
+        "        raise metadata.PackageNotFoundError(name)\n"
+        "    return real_version(name)\n"
+        "metadata.version = version\n"
+        "from memlens.cli import main\n"
+        f"sys.exit(main(['--db', {str(tmp_path / 'memory.db')!r}, 'mcp']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'memlens[mcp]'" in done.stderr + done.stdout

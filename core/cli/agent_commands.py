@@ -73,7 +73,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from memlens.mcp_server import serve
     except ImportError as exc:
-        if (exc.name or "").split(".")[0] not in ("mcp", "pydantic"):
+        from importlib.util import find_spec
+
+        # Without the extra the first import to fail is one of the SDK's own dependencies (anyio comes first), not
+        # `mcp` itself: what is missing is the extra either way. With `mcp` present, only its own imports are its.
+        if find_spec("mcp") is not None and (exc.name or "").split(".")[0] not in ("mcp", "pydantic", "anyio"):
             raise
         raise MemlensError(agent_setup.mcp_missing(exc)) from None
 
