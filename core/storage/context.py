@@ -256,9 +256,14 @@ class StoreContext:
         meanwhile (:meth:`memlens.supersede_postings.SimilarityPostings.sync`). Inside a caller's own transaction it
         is left to find_best, which then sees that transaction's writes."""
         with self.lock:
-            if self._conn is None or self._conn.in_transaction or (self._postings is not None and self._postings.built):
+            if self.readonly or self._conn is None or self._conn.in_transaction or (self._postings is not None and self._postings.built):
                 return
-            self.postings.sync(self._conn)
+            if db.damage_of(self._conn) is not None:
+                return  # the write refuses a damaged store with its own message; reading its index would not
+            try:
+                self.postings.sync(self._conn)
+            except db.sqlite.Error:
+                return  # left to the write: it builds the index again and reports what fails, as it always did
 
     @contextmanager
     def read(self) -> Iterator[db.Connection]:
