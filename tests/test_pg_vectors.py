@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -268,24 +267,27 @@ def _assert_column_matches(raw: Any) -> None:
             assert np.array_equal(np.asarray(values, dtype=np.float32).view(np.uint32), stored.view(np.uint32))
 
 
-def test_forget_erases_the_vector_from_the_server(vec_store: MemoryStore):
+def test_forget_erases_the_vector_from_the_server(vec_store: MemoryStore, vec_url: str):
     conn = vec_store.ctx.conn
     blob = conn.execute("SELECT vector FROM memory_vectors WHERE memory_id = 20").fetchone()[0]
     vec_store.forget(20, now=NOW)
     assert conn.execute("SELECT count(*) FROM memory_vectors WHERE memory_id = 20 OR vector = ?", (blob,)).fetchone()[0] == 0
     probe = np.frombuffer(blob, dtype="<f4").astype(np.float32)
     assert 20 not in {i for i, _ in _nearest(vec_store, probe / np.linalg.norm(probe), MemoryFilter(include_superseded=True), 1000)}
-    # The forget vacuumed memory_vectors (and with it its TOAST table, where the blobs live): no dead row versions.
-    deadline = time.monotonic() + 5
-    while True:
-        conn.raw.execute("SELECT pg_stat_clear_snapshot()")
-        vacuumed, dead = conn.raw.execute(
-            "SELECT vacuum_count, n_dead_tup FROM pg_stat_user_tables WHERE relname = 'memory_vectors'"
-        ).fetchone()
-        if (vacuumed and not dead) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert vacuumed >= 1 and dead == 0
+    # The forget vacuumed memory_vectors and its TOAST table (where the blobs live): a second VACUUM finds no dead
+    # row version to remove. (The statistics' n_dead_tup cannot tell: the DELETE's count may reach them after the
+    # VACUUM's, as it did once in CI.)
+    reports: list[str] = []
+    with psycopg.connect(vec_url, autocommit=True) as raw:
+        raw.add_notice_handler(lambda notice: reports.append(notice.message_primary or ""))
+        raw.execute("VACUUM (VERBOSE) memory_vectors")
+    finished = [report for report in reports if report.startswith("finished vacuuming")]
+    assert len(finished) == 2, reports  # the table and its TOAST table
+    for report in finished:
+        # No dead row version left, and no dead line pointer either (a read may have pruned a page before: that
+        # frees the row but leaves its line pointer for VACUUM).
+        assert "tuples: 0 removed," in report and "0 are dead but not yet removable" in report, report
+        assert "had 0 dead item identifiers removed" in report, report
 
 
 def _agent_role(server: Any) -> str:
