@@ -236,6 +236,27 @@ def test_the_plan_leaves_out_only_stages_that_cannot_find_enough():
     assert plan_query(terms, [3, 4, 500], 10, tuning) == every[2:]  # the rarer terms find at most 7
     assert plan_query(terms, [50, 30, 90], 10, tuning) == [every[0], every[2]]  # no common term: nothing between
     assert plan_query(terms[:1], [], 10, tuning) == [match_expression(terms[:1], "AND")]
+    # Each term is common enough, but fewer than `limit` memories hold all three: AND cannot find enough.
+    assert plan_query(terms, [50, 30, 500], 10, tuning, together=9) == every[1:]
+    assert plan_query(terms, [50, 30, 500], 10, tuning, together=10) == every
+
+
+def test_the_strict_stage_is_left_out_when_too_few_memories_hold_every_term(tmp_path: Path):
+    """Two words in thirty memories each, both in only three: the search runs OR alone (it ran AND first before,
+    an FTS5 ranking that could not find ten), and gives the reference search's hits. With the counts kept, a
+    repeated search runs one ranked statement."""
+    path = tmp_path / "memory.db"
+    records = [{"content": f"the {word} note number {i} about item {i * 7 + len(word)}"} for word in ("quartz", "zephyr") for i in range(30)]
+    records += [{"content": f"quartz and zephyr together, case {i}"} for i in range(3)]
+    with MemoryStore.open(path) as store:
+        store.remember_many(records, now=EPOCH)
+    with MemoryStore.open(path, readonly=True) as store:
+        first = [sql for sql in _statements(store, "quartz zephyr") if "MATCH" in sql and "count(*)" not in sql]
+        again = [sql for sql in _statements(store, "quartz zephyr") if "MATCH" in sql]
+        assert len(first) == 1 and " OR " in first[0], first
+        assert len(again) == 1 and " OR " in again[0], again
+        _same(store.search("quartz zephyr", now=NOW), ReferenceSearch(store.ctx).search("quartz zephyr", MemoryFilter(), now=NOW))
+        assert len(store.search("quartz zephyr", limit=3, now=NOW)) == 3  # three hold both: the strict stage is enough
 
 
 def _statements(store: MemoryStore, query: str) -> list[str]:

@@ -19,6 +19,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memlens.text import QueryTerm, fold
@@ -181,6 +182,7 @@ class FoldedTexts:
         return [text if text is not None else fresh[row[0]][3] for row, text in zip(rows, out, strict=True)]
 
 
+@lru_cache(maxsize=4096)  # a query's terms are asked for at every search, and the next query repeats most
 def needles(term: QueryTerm) -> tuple[tuple[str, ...], bool]:
     """What a :func:`folded` text holding ``term`` contains, and whether it must start a word there: a CJK phrase
     or a symbol as a substring (any of an emoji run's symbols), a word as a word starting with its loose stem."""

@@ -113,13 +113,14 @@ class Hit:
         """A hit whose :attr:`memory` is made by ``memory()`` when first read, with every other field given by name.
         Search reads each hit's row with the candidates; making the Memory (its times, tags and metadata) costs as
         much as ranking a dozen candidates, and a caller may want only ids and scores, or only the first hits."""
-        missing = _hit_fields() - values.keys()
-        if missing:
-            raise TypeError(f"Hit.deferred needs every field but memory; missing {', '.join(sorted(missing))}")
+        if values.keys() != _hit_fields():
+            missing, unknown = _hit_fields() - values.keys(), values.keys() - _hit_fields()
+            what = f"missing {', '.join(sorted(missing))}" if missing else f"not fields: {', '.join(sorted(unknown))}"
+            raise TypeError(f"Hit.deferred needs every field but memory, and no other; {what}")
         hit = cls.__new__(cls)
-        for name, value in values.items():
-            object.__setattr__(hit, name, value)
-        object.__setattr__(hit, "_make_memory", memory)
+        # Straight into the instance's dict: object.__setattr__ field by field (what a frozen dataclass allows)
+        # cost 4 us a hit, as much as ranking five candidates.
+        hit.__dict__.update(values, _make_memory=memory)
         return hit
 
     if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute name on a Hit

@@ -4,8 +4,8 @@ Search ranks in five stages, each a function below, with their constants in
 :class:`memlens.config.SearchTuning` (``settings.search``):
 
 1. **candidates** (:meth:`SearchRepository._candidates`): bm25 over FTS5, all query terms first, widened to the
-   rarer terms and then to any term only when that finds too little. How many memories each term matches
-   (:meth:`SearchRepository._match_counts`, one statement) picks the plan (:func:`plan_query`): a stage that
+   rarer terms and then to any term only when that finds too little. How many memories each term matches, and
+   all of them together (:meth:`SearchRepository._match_counts`, one statement), picks the plan (:func:`plan_query`): a stage that
    cannot find enough is not run at all. Each candidate's bm25 is then scaled by its **term coverage**, the share
    of the query's terms its own text holds (:mod:`memlens.storage.coverage`, ``coverage_weight``);
 2. **fusion** (:meth:`SearchRepository._fuse_vectors`, optional): with embeddings, the nearest stored vectors join
@@ -420,18 +420,25 @@ class SearchRepository:
             return self._fts_rows(conn, clean_text(query.replace("\x00", " ")), where, params, pool, raw, tuning)
         if not terms:
             return []
-        counts = self._match_counts(conn, terms, max(tuning.common_term_matches, limit) + 1) if len(terms) > 1 else []
+        counts: list[int] = []
+        together = 0
+        if len(terms) > 1:
+            # Each term counted past common_term_matches, and all of them together (AND) up to `limit`: whether the
+            # strict stage can find enough, so that it runs only when it can. One statement, none once kept.
+            cap = max(tuning.common_term_matches, limit) + 1
+            *counts, together = self._match_counts(conn, [(t.fts(), cap) for t in terms] + [(match_expression(terms, "AND"), limit)])
         rows: list[tuple[Any, ...]] = []
-        for expression in plan_query(terms, counts, limit, tuning):
+        for expression in plan_query(terms, counts, limit, tuning, together=together):
             # A later stage's matches include an earlier one's, so when it finds nothing the earlier found nothing.
             rows = self._fts_rows(conn, expression, where, params, pool, raw, tuning) or rows
             if len(rows) >= limit:
                 break
         return rows
 
-    def _match_counts(self, conn: db.Connection, terms: list[QueryTerm], cap: int) -> list[int]:
-        """How many memories (any version, before filters) each term matches, counted up to ``cap``: at most one
-        statement, none when every term was counted since the store last changed (:meth:`_sync`).
+    def _match_counts(self, conn: db.Connection, asked: list[tuple[str, int]]) -> list[int]:
+        """How many memories (any version, before filters) each ``(expression, cap)`` matches, counted up to its
+        cap: at most one statement, none when every expression was counted since the store last changed
+        (:meth:`_sync`).
 
         FTS5 parses each term itself (stems, phrases, CJK prefixes), so a count is exact below the cap. Counting
         stops at the cap: a common word costs the same as the old "has it more than N matches" probe. (fts5vocab
@@ -441,35 +448,34 @@ class SearchRepository:
         if len(self._counts) > _KEPT_COUNTS:
             self._counts.clear()
         kept = self._counts
-        asked = [term.fts() for term in terms]
-        counts: dict[str, int] = {}
-        for expression in asked:
+        counts: dict[tuple[str, int], int] = {}
+        for expression, cap in asked:
             count, counted_to = kept.get(expression, (0, 0))
             # A kept count below the cap it was counted to is exact; one at that cap says "at least that many".
             if count < counted_to or 0 < cap <= counted_to:
-                counts[expression] = min(count, cap)
-        missing = list(dict.fromkeys(e for e in asked if e not in counts))
+                counts[expression, cap] = min(count, cap)
+        missing = list(dict.fromkeys(key for key in asked if key not in counts))
         if missing and is_postgres(conn):
             from memlens.postgres import fts
 
             flush_pending(conn)
-            for expression in missing:
-                counts[expression] = fts.match_count(conn.raw, expression, cap)
-                kept[expression] = (counts[expression], cap)
+            for expression, cap in missing:
+                counts[expression, cap] = fts.match_count(conn.raw, expression, cap)
+                kept[expression] = (counts[expression, cap], cap)
         elif missing:
             one = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
             sql = "SELECT " + ", ".join([one] * len(missing))
             args: list[Any] = []
-            for expression in missing:
+            for expression, cap in missing:
                 args += [expression, cap]
             try:
                 found = conn.execute(sql, args).fetchone()
             except db.sqlite.OperationalError as exc:
                 raise db.classify(exc, self.ctx.path) from exc
-            for expression, count in zip(missing, found, strict=True):
-                counts[expression] = int(count)
+            for (expression, cap), count in zip(missing, found, strict=True):
+                counts[expression, cap] = int(count)
                 kept[expression] = (int(count), cap)
-        return [counts[e] for e in asked]
+        return [counts[key] for key in asked]
 
     def _fts_rows(
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
@@ -806,22 +812,23 @@ class SearchRepository:
 # stage 1's plan -------------------------------------------------------------------------------------------------
 
 
-def plan_query(terms: list[QueryTerm], counts: list[int], limit: int, tuning: SearchTuning) -> list[str]:
+def plan_query(terms: list[QueryTerm], counts: list[int], limit: int, tuning: SearchTuning, *, together: int | None = None) -> list[str]:
     """The FTS5 expressions stage 1 tries, in order, each run only while the ones before found fewer than
     ``limit``: all terms (AND), then OR over the selective terms (those matching at most ``common_term_matches``
     memories), then OR over every term. ``counts`` are the terms' match counts (:meth:`SearchRepository._match_counts`,
-    exact below the cap; empty for a single term).
+    exact below the cap; empty for a single term); ``together``, when known, how many memories hold all the terms
+    (the AND expression's count, exact below ``limit``).
 
-    A stage that cannot find ``limit`` is left out, which changes nothing but time: AND finds at most the rarest
-    term's count, OR over the selective terms at most their summed counts, and a later stage's matches include an
-    earlier stage's. A word found in thousands of memories has a low idf and rarely decides the top hits, but
+    A stage that cannot find ``limit`` is left out, which changes nothing but time: AND finds at most ``together``
+    and at most the rarest term's count, OR over the selective terms at most their summed counts, and a later
+    stage's matches include an earlier stage's (so an earlier stage's few rows are never what is kept). A word found in thousands of memories has a low idf and rarely decides the top hits, but
     ranking every one of its matches is what makes an OR query slow on a large store; it joins the query only if
     the rest finds too little.
     """
     if len(terms) < 2:
         return [match_expression(terms, "AND")]
     plan: list[str] = []
-    if min(counts) >= limit:
+    if min(counts) >= limit and (together is None or together >= limit):
         plan.append(match_expression(terms, "AND"))
     selective = [(t, n) for t, n in zip(terms, counts, strict=True) if n <= tuning.common_term_matches]
     if 0 < len(selective) < len(terms) and sum(n for _t, n in selective) >= limit:
