@@ -47,6 +47,7 @@ Writers prune the log beyond ``memlens.supersede.CHANGES_KEPT`` rows; a reader f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -106,8 +107,8 @@ def signature_of(keys: np.ndarray) -> np.ndarray:
     """The signature (SIGNATURE_WORDS unsigned 64-bit words) of a memory holding ``keys``."""
     out = np.zeros(SIGNATURE_WORDS, dtype=np.uint64)
     words, bits = _signature_place(keys)
-    for word, bit in zip(words.tolist(), bits.tolist(), strict=True):
-        out[word] |= np.uint64(1 << bit)
+    # One unbuffered OR for all the keys (a Python loop over them cost more than the rest of a replayed memory).
+    np.bitwise_or.at(out, words, np.left_shift(np.uint64(1), bits))
     return out
 
 
@@ -295,6 +296,44 @@ class SimilarityPostings:
         if not extra:
             return base
         joined = np.fromiter(extra, dtype=np.int64, count=len(extra))
+        counts = np.minimum(self._key_count[joined], PACKED_KEY_COUNT_MAX).astype(np.int64)
+        return np.concatenate((base, (joined << PACKED_SHIFT) | counts))
+
+    def _spans(self, keys: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Where each of ``keys`` has its snapshot holders in ``_ids`` (start, end; equal for a key the snapshot lacks),
+        in one search of the snapshot's keys."""
+        if not len(self._keys):
+            return [0] * len(keys), [0] * len(keys)
+        wanted = np.array(keys, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._keys, wanted), len(self._keys) - 1)
+        found = self._keys[at] == wanted
+        return np.where(found, self._offsets[at], 0).tolist(), np.where(found, self._offsets[at + 1], 0).tolist()
+
+    def holders_of(self, keys: Sequence[int]) -> np.ndarray:
+        """The :meth:`holders` of each of ``keys``, joined in one int64 array (the same ids as many times, in no
+        promised order): one search of the snapshot for them all instead of one a key."""
+        starts, ends = self._spans(keys)
+        parts = [self._ids[s:e] for s, e in zip(starts, ends, strict=True) if e > s]
+        base = np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+        extra = [m for k in keys for m in self._delta.get(k, ())]
+        if not extra:
+            return base
+        return np.concatenate((base, np.array(extra, dtype=np.int64)))
+
+    def packed_holders_of(self, keys: Sequence[int]) -> np.ndarray:
+        """The :meth:`packed_holders` of each of ``keys``, joined in one array (in no promised order), as
+        :meth:`holders_of` joins the holders."""
+        starts, ends = self._spans(keys)
+        spans = [(s, e) for s, e in zip(starts, ends, strict=True) if e > s]
+        if spans:
+            ids = np.concatenate([self._ids[s:e] for s, e in spans]).astype(np.int64)
+            base = (ids << PACKED_SHIFT) | np.concatenate([self._holder_key_counts[s:e] for s, e in spans])
+        else:
+            base = np.empty(0, dtype=np.int64)
+        extra = [m for k in keys for m in self._delta.get(k, ())]
+        if not extra:
+            return base
+        joined = np.array(extra, dtype=np.int64)
         counts = np.minimum(self._key_count[joined], PACKED_KEY_COUNT_MAX).astype(np.int64)
         return np.concatenate((base, (joined << PACKED_SHIFT) | counts))
 

@@ -1,0 +1,208 @@
+"""The shortcuts that make remember() cheaper give exactly what the longer ways they replaced gave: the conflict
+rules' reading of a text (the per-word kinds, the skipped value-word loop and contraction search), the holders of
+several keys read together, the vectorised signature, and the cached tables of find_best (its answers against the
+brute-force scan are in test_supersede*.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+
+from memlens import conflicts
+from memlens import supersede_postings as sp
+from memlens.conflicts import _Analysis, _is_name, _stem, _values
+
+# Words that reach every branch of the rules: negations and contractions, value words (weekdays, also plural and
+# with more "s"es, number words, named times, months long and short), names (capitalised, mixed case, digits),
+# fillers capitalised at a sentence start, curly apostrophes, and text that lower-cases unlike ASCII.
+WORDS = [
+    "the", "API", "listens", "on", "port", "8080", "deploys", "Friday", "fridays", "mondayss", "Tuesdays", "at", "3pm",
+    "15:00", "v2.1", "5", "minutes", "May", "may", "june", "Sept", "1st", "2026-05-01", "$12", "PostgreSQL", "gpt4",
+    "isn't", "doesn’t", "can't", "won't", "needn't", "DON'T", "no", "No,", "nope", "longer", "anymore", "never", "not",
+    "Redis", "enabled", "disabled", "noon", "Midnight", "two", "Three", "ten", "often", "approvals", "team's", "We",
+    "The", "moved", "to", "Tabs", "spaces", "x", "I", "a", "ok", "Stopped", "without", "K", "İstanbul", "naïve", "café",
+    "weekdays", "daysss", "fourth", "Seven", "eleven", "x86_64", "C++", "C#", "e-mail", "co-op", "it’s",
+]  # fmt: skip
+PUNCT = ["", "", "", ".", ",", ";", ":", "!", "?", "\n", ". ", " (", '"', "'", "’", " -"]
+
+
+def _texts(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        words = [rng.choice(WORDS) + rng.choice(PUNCT) for _ in range(rng.randint(1, 16))]
+        if rng.random() < 0.3:  # no digit anywhere
+            words = [w for w in words if not any(c.isdigit() for c in w)] or ["nothing"]
+        if rng.random() < 0.2:  # no apostrophe anywhere
+            words = [w.replace("'", "").replace("’", "") for w in words]
+        out.append(" ".join(words))
+    return out
+
+
+def _labelled_texts() -> list[str]:
+    path = Path(__file__).parent / "data" / "conflict_pairs.jsonl"
+    pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [p[side] for p in pairs for side in ("older", "newer")]
+
+
+def _old_values_words(rest: str) -> list[conflicts.Value]:
+    """The value-word loop of _values as it was, over every word."""
+    found = []
+    for word in conflicts._WORD.findall(rest.lower()):
+        if word in conflicts._WEEKDAYS or word.rstrip("s") in conflicts._WEEKDAYS:
+            found.append(conflicts.Value("day", word.rstrip("s"), word))
+        elif word in conflicts._NUMBER_WORDS:
+            found.append(conflicts.Value("number", f"{conflicts._NUMBER_WORDS[word]:g}", word))
+        elif word in conflicts._NAMED_TIMES:
+            found.append(conflicts.Value("time", str(conflicts._NAMED_TIMES[word]), word))
+        elif word in conflicts._MONTHS and len(word) > 3:
+            found.append(conflicts.Value("month", str(conflicts._MONTHS[word]), word))
+    return found
+
+
+def _old_analyse(text: str) -> _Analysis:
+    """_analyse as it was: every word's checks made in place, the contraction search run on every text."""
+    values, rest = _values(text)
+    by_kind: dict[str, set[str]] = {}
+    surfaces: dict[tuple[str, str], str] = {}
+    for v in values:
+        by_kind.setdefault(v.kind, set()).add(v.norm)
+        surfaces.setdefault((v.kind, v.norm), v.surface)
+    value_words = {w.lower() for v in values for w in conflicts._WORD.findall(v.surface)}
+    expanded = conflicts._CONTRACTED_NOT.sub(
+        lambda mm: f"{mm.group(1)} not" if mm.group(1).lower() not in ("ca", "wo") else ("can not" if mm.group(1).lower() == "ca" else "will not"), rest
+    )
+    expanded = re.sub(r"^\s*(no|nope|nah)\b\s*[,;:.!-]", " ", expanded, flags=re.IGNORECASE)
+    words: dict[str, str] = {}
+    negations: list[str] = []
+    for match in conflicts._WORD.finditer(expanded):
+        surface = match.group(0)
+        lower = surface.lower()
+        if lower in conflicts.NEGATIONS:
+            negations.append(lower)
+            continue
+        if lower in value_words or lower in conflicts._WEEKDAYS or lower.rstrip("s") in conflicts._WEEKDAYS or lower in conflicts._NAMED_TIMES or lower in conflicts._NUMBER_WORDS:
+            continue
+        if lower in conflicts._MONTHS and len(lower) > 3:
+            continue
+        stem = _stem(lower)
+        if _is_name(surface, expanded, match.start()):
+            by_kind.setdefault("name", set()).add(stem)
+            surfaces.setdefault(("name", stem), surface)
+        words.setdefault(stem, surface)
+    count = len(negations) - negations.count("longer") - negations.count("anymore")
+    if count <= 0 and ("longer" in negations or "anymore" in negations or "stopped" in negations):
+        count = 1
+    return _Analysis(by_kind, surfaces, words, count % 2 == 1, tuple(negations))
+
+
+def test_texts_are_read_as_with_every_word_checked_in_place() -> None:
+    texts = _texts(3000, 21) + _labelled_texts()
+    for text in texts:
+        new = conflicts._analyse.__wrapped__(text)  # type: ignore[attr-defined]
+        old = _old_analyse(text)
+        assert new == old, text
+        # The same words in the same order (dict equality ignores order; the evidence lists them in it).
+        assert list(new.words.items()) == list(old.words.items()), text
+
+
+def test_the_value_words_are_found_as_by_the_loop_over_every_word() -> None:
+    for text in _texts(3000, 22) + _labelled_texts():
+        values, rest = _values(text)
+        words_found = _old_values_words(rest)
+        # The word values come after the pattern values, which the shortcut leaves alone.
+        assert values[len(values) - len(words_found) :] == words_found, text
+        assert not any(v.kind in ("day", "month") for v in values[: len(values) - len(words_found)]), text
+
+
+def test_detect_gives_what_it_gave_with_the_old_reading() -> None:
+    texts = _texts(600, 23) + _labelled_texts()
+    rng = random.Random(24)
+    old_cache: dict[str, _Analysis] = {}
+    original = conflicts._analyse
+    for _ in range(3000):
+        a, b = rng.choice(texts), rng.choice(texts)
+        new = conflicts.detect(a, b)
+        try:
+            conflicts._analyse = lambda t: old_cache.setdefault(t, _old_analyse(t))  # type: ignore[assignment]
+            old = conflicts.detect(a, b)
+        finally:
+            conflicts._analyse = original
+        assert new == old, (a, b)
+
+
+def _old_signature_of(keys: np.ndarray) -> np.ndarray:
+    out = np.zeros(sp.SIGNATURE_WORDS, dtype=np.uint64)
+    words, bits = sp._signature_place(keys)
+    for word, bit in zip(words.tolist(), bits.tolist(), strict=True):
+        out[word] |= np.uint64(1 << bit)
+    return out
+
+
+def test_the_vectorised_signature_is_the_one_bit_by_bit() -> None:
+    rng = np.random.default_rng(25)
+    for _ in range(2000):
+        keys = rng.integers(0, 2**48, size=int(rng.integers(0, 300)), dtype=np.int64)
+        if len(keys) and rng.random() < 0.3:
+            keys = np.concatenate((keys, keys[: int(rng.integers(1, len(keys) + 1))]))  # a key twice sets its bit once
+        assert sp.signature_of(keys).tolist() == _old_signature_of(keys).tolist()
+
+
+def test_holders_read_together_are_the_holders_read_one_by_one(db_path, t0) -> None:
+    from datetime import timedelta
+
+    from memlens import MemoryStore
+    from memlens.supersede_postings import key_number
+    from memlens.text import similarity_tokens, token_key
+
+    rng = random.Random(26)
+    vocab = [f"w{i:03d}" for i in range(150)]
+    with MemoryStore.open(db_path) as store:
+        postings = store.ctx.postings
+
+        def check() -> None:
+            postings.sync(store.conn)
+            keys = sorted({key_number(token_key(w)) for w in similarity_tokens(" ".join(vocab))})
+            keys.append(12345)  # held by nobody
+            for _ in range(60):
+                some = rng.sample(keys, rng.randint(0, 25))
+                some += some[: rng.randint(0, 2)]  # a key asked twice counts twice
+                one_by_one = [postings.holders(k).astype(np.int64) for k in some]
+                expected = np.sort(np.concatenate(one_by_one)) if one_by_one else np.empty(0, dtype=np.int64)
+                assert np.sort(postings.holders_of(some)).tolist() == expected.tolist()
+                assert postings.holders_of(some).dtype == np.int64
+                packed = [postings.packed_holders(k) for k in some]
+                expected = np.sort(np.concatenate(packed)) if packed else np.empty(0, dtype=np.int64)
+                assert np.sort(postings.packed_holders_of(some)).tolist() == expected.tolist()
+                assert postings.doc_frequencies(some) == [len(h) for h in one_by_one]
+
+        for i in range(200):
+            store.remember(" ".join(rng.sample(vocab, rng.randint(3, 30))), project=rng.choice([None, "a"]), now=t0 + timedelta(minutes=i))
+        check()  # from the snapshot
+        for i in range(80):
+            store.remember(" ".join(rng.sample(vocab, rng.randint(3, 30))), project=rng.choice([None, "a"]), now=t0 + timedelta(minutes=300 + i))
+        for m in store.conn.execute("SELECT id FROM memories WHERE is_latest = 1 ORDER BY id LIMIT 20").fetchall():
+            store.forget(m[0], now=t0 + timedelta(hours=9))
+        assert postings.stats()["delta"] > 0
+        check()  # with memories that joined and left since
+
+
+def test_empty_postings_hold_nothing() -> None:
+    postings = sp.SimilarityPostings()
+    assert postings.holders_of([1, 2]).tolist() == []
+    assert postings.packed_holders_of([1, 2]).tolist() == []
+    assert postings.holders_of([]).tolist() == []
+
+
+def test_the_cached_key_count_table_is_the_one_computed_each_time() -> None:
+    from memlens.supersede import _largest_key_counts
+
+    for size in range(1, 120):
+        for threshold in (0.4, 0.55, 0.7, 0.85, 0.999):
+            grid_o = np.arange(size + 1)[:, None]
+            grid = grid_o / np.maximum(size + np.arange(sp.PACKED_KEY_COUNT_MAX + 1)[None, :] - grid_o, size) > threshold - 1e-9
+            assert _largest_key_counts(size, threshold).tolist() == (grid.sum(axis=1) - 1).tolist()
