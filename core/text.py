@@ -29,6 +29,9 @@ from datetime import datetime, timedelta, timezone
 _CJK_CLASS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _WORD = re.compile(r"[^\W_]+")
+#: A bytes.translate table for ASCII text: letters and digits (the ASCII characters _WORD matches) kept, every other
+#: byte a space.
+_ASCII_NON_WORD_TO_SPACE = bytes(c if chr(c).isalnum() and c < 128 else 0x20 for c in range(256))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Characters that may be symbols: non-ASCII, neither word characters nor spaces. Which of them are symbols is
 # decided per character (Unicode category S*), so text in any script passes through without a callback.
@@ -72,7 +75,12 @@ def _cjk_bigrams(run: str) -> list[str]:
 def similarity_tokens(text: str) -> frozenset[str]:
     """The word set that supersede compares: lower-cased NFC words longer than 2 characters, CJK as bigrams."""
     lowered = unicodedata.normalize("NFC", text).lower()
-    if lowered.isascii() or not _CJK_RUN.search(lowered):
+    if lowered.isascii():
+        # The words of an ASCII text are its runs of letters and digits (all _WORD matches there): every other
+        # byte made a space and the text split, which is twice as fast as the regex (an import tokenises every record).
+        words = lowered.encode("ascii").translate(_ASCII_NON_WORD_TO_SPACE).decode("ascii").split()
+        return frozenset([word for word in words if len(word) > 2])
+    if not _CJK_RUN.search(lowered):
         # No CJK anywhere: every word is its own token (the loop below would find no run in any word).
         return frozenset([word for word in _WORD.findall(lowered) if len(word) > 2])
     tokens: set[str] = set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -370,7 +371,8 @@ class MemoryRepository:
         tag_rows = [(tag, ids[at]) for at, tags in batch.tags for tag in tags]
         if tag_rows:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
-        supersede.index_latest_many(conn, [(memory_id, frozenset(tokens.split())) for memory_id, tokens in zip(ids, batch.tokens, strict=True)])
+        # The similarity keys and their counts came ready from prepare_batch (the worker's core, for a big load).
+        bulk.index_similarity(conn, [(memory_id, keys) for memory_id, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
         return list(ids)
 
     # relations --------------------------------------------------------------------------------------------------
@@ -774,14 +776,17 @@ class PreparedBatch(NamedTuple):
     """A batch of ``remember_many`` records ready to write, column by column (a few lists cross from a worker
     process faster than an object a record): each record's row values but the id (see
     :meth:`MemoryRepository._bulk_insert`), its full-text row (title, content, tags and dates as FTS5 indexes them;
-    the context is the store's to give), its similarity tokens joined by spaces (a string crosses several times
-    faster than a set), the tags of the records that have any and which records are in a session (by position in
-    the batch), and (for ``supersede=True``, which writes one record at a time) :meth:`MemoryRepository.insert_memory`'s
-    arguments."""
+    the context is the store's to give), its similarity-index keys (:func:`memlens.supersede.keys_text` of its
+    tokens, "" for none) and how many records of the batch hold each key (what
+    :func:`memlens.supersede.index_latest_many` would count, in its order), the tags of the records that have any
+    and which records are in a session (by position in the batch), and (for ``supersede=True``, which writes one
+    record at a time) :meth:`MemoryRepository.insert_memory`'s arguments. The keys are computed here rather than by
+    the writer: hashing the tokens was a fifth of the writing process's time, and a worker does it alongside."""
 
     rows: list[tuple[Any, ...]]
     fts: list[tuple[str, str, str, str]]
-    tokens: list[str]
+    keys: list[str]
+    key_counts: list[tuple[str, int]]
     tags: list[tuple[int, tuple[str, ...]]]
     in_session: list[int]
     records: list[dict[str, Any]] | None
@@ -868,15 +873,19 @@ def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, 
     into rows; InvalidInput names the first bad record's position. Needs nothing of the store, so a worker
     process can run it (:func:`memlens.storage.bulk.prepared_in_order`)."""
     start, records = chunk
-    batch = PreparedBatch([], [], [], [], [], [] if with_record else None)
+    batch = PreparedBatch([], [], [], [], [], [], [] if with_record else None)
     checks = _Checks()
+    counts: Counter[str] = Counter()
     for offset, record in enumerate(records):
         rec, text_importance = _checked(record, start + offset, now, checks)
-        _add(batch, rec, text_importance, cfg)
+        keys = _add(batch, rec, text_importance, cfg)
+        counts.update(keys.split())
+    batch.key_counts.extend(counts.items())
     return batch
 
 
-def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> None:
+def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> str:
+    """Append one checked record to ``batch``; returns its similarity keys."""
     ts = ts_from_dt(rec["now"])
     content = rec["content"]
     tokens = similarity_tokens(content)
@@ -894,10 +903,12 @@ def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg:
         text_importance, dates,
     ))  # fmt: skip
     batch.fts.append((*bulk.fts_text(rec["title"], content, tags), bulk.indexed(dates)))
-    batch.tokens.append(" ".join(tokens))
+    keys = supersede.keys_text(tokens)
+    batch.keys.append(keys)
     if rec["tags"]:
         batch.tags.append((at, rec["tags"]))
     if rec["session_id"] is not None:
         batch.in_session.append(at)
     if batch.records is not None:
         batch.records.append(rec)
+    return keys

@@ -1,0 +1,117 @@
+"""The shortcuts taken for bulk-import speed give exactly what the plain code gives.
+
+Each test puts a fast path beside the code it stands for, on many inputs (unicode and case tricks included):
+the similarity keys computed while a batch is prepared against :func:`memlens.supersede.index_latest_many`, and the
+ASCII tokeniser against the regex. The whole-import comparisons (bulk against one by one, worker against this
+process) are in ``tests/test_import_fast.py``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlens import MemoryStore, decay, supersede, text
+from memlens.storage import bulk, memories
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def _texts() -> list[str]:
+    rng = random.Random(11)
+    words = ["alpha", "Beta", "GAMMA", "x", "ab", "abc", "under_score", "12345", "a1b2", "café", "İstanbul", "straße", "机器学习",
+             "パスワード", "ｆｕｌｌ", "e\u0301t\u00e9", "🔥", "K", "ΣΑΣ", "tab\tsep", "line\nbreak", "\x1c\x1d\x1e\x1f", "---", ""]  # fmt: skip
+    out = ["", " ", "ab", "abc", "Plain words and plain WORDS", "the same the same the same"]
+    out += [" ".join(rng.choice(words) for _ in range(rng.randint(0, 30))) for _ in range(400)]
+    return out
+
+
+def _content(sample: str) -> str:
+    return sample if sample.strip() else "-"  # an empty content is refused
+
+
+def _stores(tmp_path: Path) -> tuple[MemoryStore, MemoryStore]:
+    return MemoryStore.open(tmp_path / "a.db"), MemoryStore.open(tmp_path / "b.db")
+
+
+def _similarity_state(store: MemoryStore) -> dict[str, Any]:
+    conn = store.conn
+    shadow = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'similarity_index_%' AND type = 'table'")]
+    out = {name: conn.execute(f"SELECT * FROM {name} ORDER BY 1, 2").fetchall() for name in shadow}
+    out["token_stats"] = conn.execute("SELECT * FROM token_stats ORDER BY key").fetchall()
+    # The change log without its random tag (each row's own, never the same twice).
+    out["similarity_changes"] = conn.execute("SELECT seq, memory_id, latest FROM similarity_changes ORDER BY seq").fetchall()
+    return out
+
+
+@pytest.mark.parametrize("count", [3, 400, supersede.BULK_RESET + 5])
+def test_index_similarity_writes_what_index_latest_many_writes(tmp_path: Path, count: int) -> None:
+    """The bulk writer's similarity index (its FTS5 tables byte for byte), token counts and change log equal
+    supersede's, from the keys and counts prepare_batch made; memories without tokens are left out on both."""
+    samples = _texts()
+    records = [{"content": _content(samples[(i + 4) % len(samples)])} for i in range(count)]
+    batch = memories.prepare_batch((0, records), now=T0, cfg=decay.DecayConfig())
+    ids = range(1, count + 1)
+    reference, fast = _stores(tmp_path)
+    with reference, fast:
+        for store in (reference, fast):
+            with store.ctx.write() as conn:
+                conn.execute("INSERT INTO token_stats(key, df) VALUES (?, 2)", (supersede.keys_text(["alpha"]),))  # an existing count grows
+        with reference.ctx.write() as conn:
+            supersede.index_latest_many(conn, [(i, text.similarity_tokens(row[3])) for i, row in zip(ids, batch.rows, strict=True)])
+        with fast.ctx.write() as conn:
+            bulk.index_similarity(conn, [(i, keys) for i, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
+        expected = _similarity_state(reference)
+        assert _similarity_state(fast) == expected
+        assert expected["similarity_index_data"] and len(expected["token_stats"]) > 1
+
+
+def test_prepared_keys_are_keys_text_of_the_tokens_and_counted_in_order() -> None:
+    records = [{"content": _content(sample)} for sample in _texts()]
+    batch = memories.prepare_batch((0, records), now=T0, cfg=decay.DecayConfig())
+    tokens = [text.similarity_tokens(row[3]) for row in batch.rows]  # the stored content (checked, redacted)
+    assert batch.keys == [supersede.keys_text(t) for t in tokens]
+    counts: Counter[str] = Counter()
+    for keys in batch.keys:
+        counts.update(keys.split())
+    assert batch.key_counts == list(counts.items())
+    assert [row[16] for row in batch.rows] == [len(t) for t in tokens]  # token_count
+    assert "" in batch.keys and any(batch.keys)
+
+
+_CJK_CLASS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+
+
+def _similarity_tokens_by_regex(value: str) -> frozenset[str]:
+    """similarity_tokens as the regex defines it (before any fast path)."""
+    tokens: set[str] = set()
+    for word in re.findall(r"[^\W_]+", unicodedata.normalize("NFC", value).lower()):
+        pos = 0
+        for match in re.finditer(f"[{_CJK_CLASS}]+", word):
+            head = word[pos : match.start()]
+            if len(head) > 2:
+                tokens.add(head)
+            run = match.group()
+            tokens.update([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+            pos = match.end()
+        if len(word[pos:]) > 2:
+            tokens.add(word[pos:])
+    return frozenset(tokens)
+
+
+def test_ascii_tokens_are_the_regex_tokens() -> None:
+    """Every ASCII character (control characters, _, digits, punctuation) in random texts, plus texts that are ASCII
+    only once lower-cased (the Kelvin sign) or not at all."""
+    rng = random.Random(3)
+    alphabet = [chr(c) for c in range(128)] + ["a", "b", "Z", "9", " "] * 20
+    samples = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    samples += _texts() + ["\u212aelvin KEY", "under_score_words and_more", "x\x1cyyy\x1dzzz", "ǅemal ÉCOLE"]
+    for sample in samples:
+        assert text.similarity_tokens(sample) == _similarity_tokens_by_regex(sample), repr(sample)
