@@ -387,6 +387,20 @@ def detect(newer: str, older: str) -> Verdict:
     side) and at least one signal: a value kind present in both with a different value on each side, a different
     name, opposite polarity, or a pair of opposite terms. The score is the strongest signal's weight.
     """
+    verdict = _detect(newer, older, explain=True)
+    assert verdict is not None
+    return verdict
+
+
+def _conflict_verdict(newer: str, older: str) -> Verdict | None:
+    """:func:`detect`'s verdict when it finds a conflict, else None (what the write path needs: it stores only
+    conflicts, and most pairs it compares are not one)."""
+    return _detect(newer, older, explain=False)
+
+
+def _detect(newer: str, older: str, *, explain: bool) -> Verdict | None:
+    """:func:`detect`; without ``explain``, None as soon as the pair cannot be a conflict (no signal, or no shared
+    subject), before the evidence is gathered: gathering it was most of the cost of a pair beyond reading the texts."""
     a, b = _analyse(newer), _analyse(older)
     signals: list[str] = []
     newer_vals: list[str] = []
@@ -411,6 +425,8 @@ def detect(newer: str, older: str) -> Verdict:
         signals.append("opposite")
     if a.negated != b.negated:
         signals.append("negation")
+    if not signals and not explain:
+        return None
     signal_stems = {_stem(w) for w in opposite_a + opposite_b}
     content_a = {s for s in a.words if s not in _FILLER_STEMS and s not in signal_stems and len(s) > 1}
     content_b = {s for s in b.words if s not in _FILLER_STEMS and s not in signal_stems and len(s) > 1}
@@ -424,6 +440,8 @@ def detect(newer: str, older: str) -> Verdict:
         # Different names *and* another difference: the names are most likely the subjects ("Redis on 6379" /
         # "Postgres on 5432", "uses Storybook" / "does not use Chromatic"), not what is said about them.
         same_subject = False
+    if not same_subject and not explain:
+        return None
     newer_words = tuple(dict.fromkeys([*opposite_a, *(a.words[s] for s in sorted(left_a)), *(w for w in a.negation_words if a.negated != b.negated)]))
     older_words = tuple(dict.fromkeys([*opposite_b, *(b.words[s] for s in sorted(left_b)), *(w for w in b.negation_words if a.negated != b.negated)]))
     evidence = Evidence(
@@ -586,11 +604,19 @@ def candidate_ids(
     is named by its rare words, and a full-text OR query over every word cost ~700 ms per write at a million
     memories (bm25 scores every memory holding any word) where this costs a few.
     """
+    return [row[0] for row in _candidate_rows(conn, memory.id, memory.content, memory.project, now_ts, limit=limit, postings=postings)]
+
+
+def _candidate_rows(
+    conn: db.Connection, memory_id: int, content: str, project: str | None, now_ts: float, *, limit: int, postings: SimilarityPostings | None
+) -> list[tuple[int, str, float]]:
+    """:func:`candidate_ids` of the memory ``memory_id`` (its text and project given), each with its text and its
+    stored creation time, read in the statement that checks them (the write path compares the texts next)."""
     import numpy as np
 
     from memlens.supersede_postings import SimilarityPostings, key_number
 
-    keys = sorted({key_number(token_key(t)) for t in similarity_tokens(memory.content)})
+    keys = sorted({key_number(token_key(t)) for t in similarity_tokens(content)})
     if not keys:
         return []
     index = postings if postings is not None else SimilarityPostings()
@@ -615,7 +641,7 @@ def candidate_ids(
     np.not_equal(every[1:], every[:-1], out=edges[1:-1])
     bounds = np.flatnonzero(edges)
     ids, shared = every[bounds[:-1]], np.diff(bounds)
-    keep = index.alive(ids) & (ids != memory.id)
+    keep = index.alive(ids) & (ids != memory_id)
     ids, shared = ids[keep], shared[keep]
     ranked = _most_shared(ids, shared, limit * 5)  # most shared words first, then the newest
     if not ranked:
@@ -624,11 +650,11 @@ def candidate_ids(
     marks = ",".join("?" * len(order))
     rows = conn.execute(
         # The unary + keeps SQLite on the id lookups: with an index on layer it scanned every semantic memory.
-        f"SELECT id FROM memories WHERE id IN ({marks}) AND +is_latest = 1 AND +layer = 'semantic' "
+        f"SELECT id, content, created_at FROM memories WHERE id IN ({marks}) AND +is_latest = 1 AND +layer = 'semantic' "
         "AND (+forget_after IS NULL OR +forget_after > ?) AND (? IS NULL OR +project IS NULL OR +project = ?)",
-        (*order, now_ts, memory.project, memory.project),
+        (*order, now_ts, project, project),
     ).fetchall()
-    return sorted((r[0] for r in rows), key=order.__getitem__)[:limit]
+    return sorted((tuple(r) for r in rows), key=lambda r: order[r[0]])[:limit]
 
 
 def _most_shared(ids: np.ndarray, shared: np.ndarray, count: int) -> list[int]:
@@ -686,25 +712,29 @@ def record_conflicts_of(repo: MemoryRepository, conn: db.Connection, memory_id: 
     it shares words with, and record each (see :func:`record_conflict`); the ids of the new conflicts. Runs in the
     write path's transaction, so it stays deterministic and local (no LLM: a network call must not hold the lock).
 
-    This runs on every semantic write, so the candidates are read as bare texts in one statement and whole
-    memories are built only for the pairs that do conflict (reading twenty full rows cost more than the rules)."""
-    memory = repo.get_in(conn, memory_id)
-    if memory.layer != "semantic" or not memory.is_latest:
+    This runs on every semantic write, so the memory and its candidates are read as bare texts (the candidates in
+    the statement that chooses them), and whole memories are built only for the pairs that do conflict (reading
+    twenty full rows cost more than the rules)."""
+    row = conn.execute("SELECT layer, is_latest, content, project, created_at FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no memory #{memory_id} (it may have been forgotten)")
+    layer, is_latest, content, project, created_at = row
+    if layer != "semantic" or not is_latest:
         return []
-    candidates = candidate_ids(conn, memory, ts_from_dt(now), postings=repo.ctx.postings)
+    candidates = _candidate_rows(conn, memory_id, content, project, ts_from_dt(now), limit=CANDIDATES, postings=repo.ctx.postings)
     if not candidates:
         return []
-    known = _known_partners(conn, memory.id)
-    candidates = [i for i in candidates if i not in known]
-    marks = ",".join("?" * (len(candidates) + 1))
-    texts = {row[0]: row[1:] for row in conn.execute(f"SELECT id, content, created_at FROM memories WHERE id IN ({marks})", [memory.id, *candidates])}
-    mine = (texts[memory.id][1], memory.id)  # the stored time, compared with the stored times of the others
+    known = _known_partners(conn, memory_id)
+    mine = (created_at, memory_id)  # the stored time, compared with the stored times of the others
+    memory: Memory | None = None
     found: list[int] = []
-    for other_id in candidates:
-        other_text, other_created = texts[other_id]
+    for other_id, other_text, other_created in candidates:
+        if other_id in known:
+            continue
         memory_is_newer = mine >= (other_created, other_id)  # as _newer_older orders two memories
-        verdict = detect(memory.content, other_text) if memory_is_newer else detect(other_text, memory.content)
-        if verdict.conflict:
+        verdict = _conflict_verdict(content, other_text) if memory_is_newer else _conflict_verdict(other_text, content)
+        if verdict is not None:
+            memory = memory or repo.get_in(conn, memory_id)
             newer, older = _newer_older(memory, repo.get_in(conn, other_id))
             conflict_id = record_conflict(repo, conn, newer, older, verdict, now)
             if conflict_id is not None:

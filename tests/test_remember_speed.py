@@ -206,3 +206,103 @@ def test_the_cached_key_count_table_is_the_one_computed_each_time() -> None:
             grid_o = np.arange(size + 1)[:, None]
             grid = grid_o / np.maximum(size + np.arange(sp.PACKED_KEY_COUNT_MAX + 1)[None, :] - grid_o, size) > threshold - 1e-9
             assert _largest_key_counts(size, threshold).tolist() == (grid.sum(axis=1) - 1).tolist()
+
+
+def test_the_write_path_verdict_is_detects_when_it_is_a_conflict() -> None:
+    texts = _texts(500, 27) + _labelled_texts()
+    path = Path(__file__).parent / "data" / "conflict_pairs.jsonl"
+    pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rng = random.Random(28)
+    cases = [(p["newer"], p["older"]) for p in pairs] + [(rng.choice(texts), rng.choice(texts)) for _ in range(4000)]
+    flagged = 0
+    for newer, older in cases:
+        full = conflicts.detect(newer, older)
+        quick = conflicts._conflict_verdict(newer, older)
+        assert quick == (full if full.conflict else None), (newer, older)
+        flagged += full.conflict
+    assert 50 < flagged < len(cases) - 50  # both kinds of answer are checked
+
+
+def _old_record_conflicts_of(repo, conn, memory_id, now):
+    """record_conflicts_of as it was: the whole memory read, its candidates' texts in a second statement, every
+    pair through detect."""
+    from memlens.conflicts import _known_partners, _newer_older, candidate_ids, detect, record_conflict
+    from memlens.models import ts_from_dt
+
+    memory = repo.get_in(conn, memory_id)
+    if memory.layer != "semantic" or not memory.is_latest:
+        return []
+    candidates = candidate_ids(conn, memory, ts_from_dt(now), postings=repo.ctx.postings)
+    if not candidates:
+        return []
+    known = _known_partners(conn, memory.id)
+    candidates = [i for i in candidates if i not in known]
+    marks = ",".join("?" * (len(candidates) + 1))
+    texts = {row[0]: row[1:] for row in conn.execute(f"SELECT id, content, created_at FROM memories WHERE id IN ({marks})", [memory.id, *candidates])}
+    mine = (texts[memory.id][1], memory.id)
+    found = []
+    for other_id in candidates:
+        other_text, other_created = texts[other_id]
+        memory_is_newer = mine >= (other_created, other_id)
+        verdict = detect(memory.content, other_text) if memory_is_newer else detect(other_text, memory.content)
+        if verdict.conflict:
+            newer, older = _newer_older(memory, repo.get_in(conn, other_id))
+            conflict_id = record_conflict(repo, conn, newer, older, verdict, now)
+            if conflict_id is not None:
+                found.append(conflict_id)
+    return found
+
+
+def _conflict_state(store) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    conn = store.conn
+    return (
+        conn.execute("SELECT newer_id, older_id, detected_at, score, method, evidence, status FROM conflicts ORDER BY id").fetchall(),
+        conn.execute("SELECT src_id, dst_id, kind, created_at, score FROM relations ORDER BY src_id, dst_id, kind").fetchall(),
+        conn.execute("SELECT operation, actor, target_ids, details FROM audit ORDER BY id").fetchall(),  # "at" is the clock
+    )
+
+
+def test_remembering_records_the_conflicts_audit_and_links_it_did(tmp_path, t0, monkeypatch) -> None:
+    """Two stores fed the same writes, one with record_conflicts_of as it was: the same conflicts, relations and
+    audit entries (values that disagree, names, negations, opposites; projects; supersedes and advisory links)."""
+    from datetime import timedelta
+
+    from memlens import MemoryStore
+
+    rng = random.Random(29)
+    subjects = ["api port", "deploy day", "build cache", "retry limit", "theme", "review rule", "lint tool", "db engine"]
+    sayings = [
+        "the {s} is {n}", "the {s} is not {n}", "the {s} was {n} but is now {m}", "we {o} the {s}", "the {s} runs on {day}",
+        "{Name} handles the {s}", "the {s} stays {n} for {proj}", "the {s} uses {Name} {n}",
+    ]  # fmt: skip
+    opposite = ["enable", "disable", "allow", "deny", "keep", "remove", "always use", "never use"]
+    names = ["Redis", "Postgres", "Kafka", "Biome", "ESLint", "Jenkins", "GitHub"]
+    days = ["Monday", "Friday", "Tuesdays", "noon"]
+
+    def text() -> str:
+        s = rng.choice(subjects)
+        return rng.choice(sayings).format(
+            s=s, n=rng.choice(["8080", "9090", "3 retries", "5 minutes", "v2.1", "v3", "dark", "light"]), m=rng.choice(["443", "7", "10s"]),
+            o=rng.choice(opposite), day=rng.choice(days), Name=rng.choice(names), proj=rng.choice(["alpha", "beta"]),
+        ) + rng.choice(["", ".", " now.", " for the team."])  # fmt: skip
+
+    # Written out of time order now and then (an import of older facts): the new memory is then the older side.
+    writes = [
+        (text(), rng.choice([None, None, "alpha", "beta"]), rng.choice(["semantic"] * 5 + ["procedural"]), i if rng.random() < 0.7 else rng.randint(0, 500))
+        for i in range(500)
+    ]  # fmt: skip
+    states = []
+    import memlens.conflicts as module
+
+    for variant in ("old", "new"):
+        if variant == "old":
+            monkeypatch.setattr(module, "record_conflicts_of", _old_record_conflicts_of)
+        else:
+            monkeypatch.undo()
+        with MemoryStore.open(tmp_path / f"{variant}.db", actor="test") as store:
+            for content, project, layer, minute in writes:
+                store.remember(content, project=project, layer=layer, now=t0 + timedelta(minutes=minute))
+            states.append(_conflict_state(store))
+    assert states[0] == states[1]
+    conflicts_found, relations, _ = states[1]
+    assert len(conflicts_found) > 10 and any(r[2] == "supersedes" for r in relations) and any(r[2] == "related" for r in relations)
