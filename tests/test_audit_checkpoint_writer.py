@@ -116,3 +116,49 @@ def test_a_forked_child_starts_with_a_writer_of_its_own(tmp_path: Path, monkeypa
     assert os.waitstatus_to_exitcode(status) == 0
     writer.flush()
     assert audit_seal.read_checkpoint(tmp_path / "parent-pending.checkpoint.json") == first
+
+
+def test_a_burst_of_checkpoints_is_one_file_write(tmp_path: Path, monkeypatch):
+    """The writer gathers: checkpoints submitted while it waits replace each other, and a reader's flush ends the
+    wait at once. Fifty submits, one write of the newest (before: one write each, as fast as the thread could)."""
+    from memlens.storage import checkpoint_writer
+
+    monkeypatch.setattr(checkpoint_writer, "GATHER_SECONDS", 30.0)  # only the flush below ends the gathering
+    written: list[int] = []
+    real_write = audit_seal.write_checkpoint
+
+    def counting(path: Path, checkpoint: audit_seal.Checkpoint, *, only_if_newer: bool) -> bool:
+        written.append(checkpoint.entries)
+        return real_write(path, checkpoint, only_if_newer=only_if_newer)
+
+    monkeypatch.setattr(audit_seal, "write_checkpoint", counting)
+    path = tmp_path / "burst.checkpoint.json"
+    writer = CheckpointWriter()
+    for entries in range(1, 51):
+        writer.submit(path, audit_seal.Checkpoint("abc", entries, "a" * 64, 1, f"2026-01-01T00:00:{entries:02d}+00:00", "s" * 64))
+    writer.flush()
+    assert written == [50]
+    checkpoint = audit_seal.read_checkpoint(path)
+    assert checkpoint is not None and checkpoint.entries == 50
+
+
+def test_the_checkpoint_reads_the_head_in_one_statement_as_it_did_in_three(db_path: Path, t0):
+    from memlens.storage import context
+
+    with MemoryStore.open(db_path) as store:
+        for i in range(3):
+            store.remember(f"memory {i} whose audit head is read", now=t0)
+        conn = store.conn
+        one = conn.execute(context._HEAD_SQL).fetchone()
+        assert tuple(one) == context._head_apart(conn)
+        checkpoint = context.audit_checkpoint(conn)
+        assert checkpoint is not None and (checkpoint.entries, checkpoint.head_hash) == _head(store)
+        assert checkpoint.store_id == audit_seal.store_id(conn) and checkpoint.signature
+        # The signed text and the document are what asdict gave: the same signature, the same file.
+        from dataclasses import asdict
+
+        assert checkpoint.fields() == asdict(checkpoint)
+    with sqlite3.connect(db_path) as raw:
+        raw.execute("DELETE FROM meta WHERE key = 'store_id'")
+    with MemoryStore.open(db_path, readonly=True) as store:
+        assert context.audit_checkpoint(store.conn) is None  # no id: nothing to name a checkpoint by

@@ -15,7 +15,11 @@ writer's thread puts it in place at once. What the checkpoint promises does not 
   log ahead of its checkpoint is what every write leaves for a moment; behind it is what is reported).
 
 While one checkpoint is being written, newer ones for the same file replace each other: only the newest is written
-next (the older ones would be refused by ``only_if_newer`` anyway).
+next (the older ones would be refused by ``only_if_newer`` anyway). The writer also waits up to
+:data:`GATHER_SECONDS` after a checkpoint arrives before writing it, unless a reader is waiting: an agent
+remembering in a loop then costs one file write per burst instead of one per remember. Each write cost 0.5 ms of
+the writer's time, and its Python parts took the interpreter lock from the next remember (at 100k memories, 0.15
+ms of that remember's own CPU time).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from memlens.storage import audit_seal
 
 #: Seconds the writer's thread waits for more work before it ends (the next checkpoint starts a new one).
 IDLE_SECONDS = 2.0
+#: Seconds a submitted checkpoint may wait for newer ones to replace it before it is written (none while a reader
+#: waits in :meth:`CheckpointWriter.flush`). Another process may see the checkpoint this much later; a crash within
+#: it may cost the newest checkpoint, which the next audited write puts back.
+GATHER_SECONDS = 0.05
 
 _writers: weakref.WeakSet[CheckpointWriter] = weakref.WeakSet()
 
@@ -41,6 +49,7 @@ class CheckpointWriter:
         self._cond = threading.Condition()
         self._pending: dict[Path, audit_seal.Checkpoint] = {}
         self._writing = False
+        self._waiting_readers = 0
         self._thread: threading.Thread | None = None
         _writers.add(self)
 
@@ -58,11 +67,16 @@ class CheckpointWriter:
     def flush(self) -> None:
         """Return once every checkpoint submitted so far is written (or failed to be: writing is best effort)."""
         with self._cond:
-            while self._pending or self._writing:
-                if self._thread is None:  # nobody left to write them (the thread died): write them here
-                    self._write_pending_locked()
-                    continue
-                self._cond.wait()
+            self._waiting_readers += 1
+            self._cond.notify_all()  # the writer stops gathering
+            try:
+                while self._pending or self._writing:
+                    if self._thread is None:  # nobody left to write them (the thread died): write them here
+                        self._write_pending_locked()
+                        continue
+                    self._cond.wait()
+            finally:
+                self._waiting_readers -= 1
 
     def _run(self) -> None:
         with self._cond:
@@ -70,6 +84,8 @@ class CheckpointWriter:
                 while True:
                     if not self._pending and not self._cond.wait_for(lambda: bool(self._pending), timeout=IDLE_SECONDS):
                         return
+                    # Let newer checkpoints replace this one for a moment, unless someone waits to read it.
+                    self._cond.wait_for(lambda: self._waiting_readers > 0, timeout=GATHER_SECONDS)
                     self._write_pending_locked()
             finally:
                 self._thread = None
@@ -99,6 +115,7 @@ def _after_fork_in_child() -> None:
         writer._cond = threading.Condition()
         writer._pending = {}
         writer._writing = False
+        writer._waiting_readers = 0
         writer._thread = None
 
 
