@@ -318,11 +318,25 @@ def _analyse(text: str) -> _Analysis:
             by_kind.setdefault("name", set()).add(stem)
             surfaces.setdefault(("name", stem), surface)
         words.setdefault(stem, surface)
+    return _Analysis(by_kind, surfaces, words, _negated(negations), tuple(negations))
+
+
+def _negated(negations: Sequence[str]) -> bool:
+    """Whether a text with these negation words (in order) says the opposite of what it would without them."""
     # "no longer" and "not ... anymore" are one negation each.
     count = len(negations) - negations.count("longer") - negations.count("anymore")
     if count <= 0 and ("longer" in negations or "anymore" in negations or "stopped" in negations):
         count = 1
-    return _Analysis(by_kind, surfaces, words, count % 2 == 1, tuple(negations))
+    return count % 2 == 1
+
+
+def _plain_text_negated(text: str) -> bool | None:
+    """``_analyse(text).negated`` without the rest of the reading, for an ASCII text without a digit or an
+    apostrophe; None for any other. In such a text no value pattern blanks a word, no contraction is expanded and
+    lower-casing moves no word boundary, so its negations are its words (after a leading "no,") in NEGATIONS."""
+    if not text.isascii() or "'" in text or _HAS_DIGIT.search(text) is not None:
+        return None
+    return _negated([w for w in _WORD.findall(_ANSWERING_NO.sub(" ", text).lower()) if w in NEGATIONS])
 
 
 # What a word is to _analyse, whatever the text around it (see _word_kind).
@@ -726,10 +740,15 @@ def record_conflicts_of(repo: MemoryRepository, conn: db.Connection, memory_id: 
         return []
     known = _known_partners(conn, memory_id)
     mine = (created_at, memory_id)  # the stored time, compared with the stored times of the others
+    # A text without values or names (of any kind) and without a word of OPPOSITES can only meet a conflict through
+    # negation, whichever side is newer (values need a kind on both sides; OPPOSITES pairs go both ways): a candidate
+    # with the same polarity then cannot conflict, and a plain text's polarity is read without the rest of the rules.
+    own = _analyse(content)
+    only_negation = not own.values and not any(stem in _OPPOSITE_OF for stem in own.words)
     memory: Memory | None = None
     found: list[int] = []
     for other_id, other_text, other_created in candidates:
-        if other_id in known:
+        if other_id in known or (only_negation and _plain_text_negated(other_text) == own.negated):
             continue
         memory_is_newer = mine >= (other_created, other_id)  # as _newer_older orders two memories
         verdict = _conflict_verdict(content, other_text) if memory_is_newer else _conflict_verdict(other_text, content)

@@ -306,3 +306,34 @@ def test_remembering_records_the_conflicts_audit_and_links_it_did(tmp_path, t0, 
     assert states[0] == states[1]
     conflicts_found, relations, _ = states[1]
     assert len(conflicts_found) > 10 and any(r[2] == "supersedes" for r in relations) and any(r[2] == "related" for r in relations)
+
+
+def test_a_plain_texts_polarity_is_the_full_readings() -> None:
+    rng = random.Random(30)
+    texts = _texts(3000, 31) + _labelled_texts()
+    # Plain ones too: ASCII, no digit, no apostrophe (the only ones read the short way).
+    plain_words = [w for w in WORDS if w.isascii() and "'" not in w and not any(c.isdigit() for c in w)]
+    texts += [" ".join(rng.choice(plain_words) + rng.choice(PUNCT[:11]) for _ in range(rng.randint(1, 16))) for _ in range(3000)]
+    read = 0
+    for text in texts:
+        quick = conflicts._plain_text_negated(text)
+        if quick is not None:
+            read += 1
+            assert quick == conflicts._analyse(text).negated, text
+    assert read > 2000
+
+
+def test_without_values_or_opposite_words_only_negation_makes_a_conflict() -> None:
+    """What record_conflicts_of relies on to skip a candidate of the same polarity, checked in both directions."""
+    rng = random.Random(32)
+    texts = _texts(1500, 33) + _labelled_texts()
+    plain = [t for t in texts if not conflicts._analyse(t).values and not any(s in conflicts._OPPOSITE_OF for s in conflicts._analyse(t).words)]
+    assert len(plain) > 200
+    conflicting = 0
+    for _ in range(6000):
+        own, other = rng.choice(plain), rng.choice(texts)
+        for newer, older in ((own, other), (other, own)):
+            if conflicts.detect(newer, older).conflict:
+                conflicting += 1
+                assert conflicts._analyse(own).negated != conflicts._analyse(other).negated, (newer, older)
+    assert conflicting > 20
