@@ -112,6 +112,45 @@ def test_ascii_tokens_are_the_regex_tokens() -> None:
     rng = random.Random(3)
     alphabet = [chr(c) for c in range(128)] + ["a", "b", "Z", "9", " "] * 20
     samples = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
-    samples += _texts() + ["\u212aelvin KEY", "under_score_words and_more", "x\x1cyyy\x1dzzz", "ǅemal ÉCOLE"]
+    samples += [*_texts(), "\u212aelvin KEY", "under_score_words and_more", "x\x1cyyy\x1dzzz", "ǅemal ÉCOLE"]
     for sample in samples:
         assert text.similarity_tokens(sample) == _similarity_tokens_by_regex(sample), repr(sample)
+
+
+# --- the worker and the writer sharing the preparing ----------------------------------------------------------------
+
+
+def _where(parent: int, item: int) -> tuple[int, bool]:
+    """``item`` and whether it was prepared in the process ``parent`` (the worker is slowed down, so the consumer
+    has to prepare some items itself); item 13 is bad wherever it is prepared."""
+    import os
+    import time
+
+    here = os.getpid() == parent
+    if not here:
+        time.sleep(0.02)
+    if item == 13:
+        raise ValueError("item 13 is bad")
+    return item, here
+
+
+def test_prepared_in_order_shares_the_work_and_keeps_the_order() -> None:
+    import functools
+    import os
+
+    prepare = functools.partial(_where, os.getpid())
+    results = list(bulk.prepared_in_order(range(12), prepare, parallel=True))
+    assert [item for item, _here in results] == list(range(12))
+    assert {here for _item, here in results} == {True, False}  # both the worker and this process prepared some
+
+
+def test_prepared_in_order_raises_a_bad_item_in_its_turn() -> None:
+    import functools
+    import os
+
+    prepare = functools.partial(_where, os.getpid())
+    got = []
+    with pytest.raises(ValueError, match="item 13 is bad"):
+        for item, _here in bulk.prepared_in_order(range(30), prepare, parallel=True):
+            got.append(item)
+    assert got == list(range(13))

@@ -18,6 +18,7 @@ path writes (the equivalence tests in ``tests/test_import_fast.py`` compare the 
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -42,8 +43,8 @@ FTS_UPDATE_TRIGGER = "memories_fts_update"
 _FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags, dates, context) VALUES (?, ?, ?, ?, ?, ?)"
 #: Loads smaller than this are prepared in this process: starting a worker costs a few tenths of a second.
 PARALLEL_MIN_RECORDS = 20_000
-#: Batches handed to the worker ahead of the writer (two keep it busy while one is written).
-_AHEAD = 2
+#: Batches the worker holds at once: enough that it never waits while the writer prepares one itself.
+_AHEAD = 3
 
 EMPTY_LIST_JSON = to_json([])
 EMPTY_OBJECT_JSON = to_json({})
@@ -176,21 +177,28 @@ def worth_a_worker(items: Iterable[Any]) -> bool:
     return isinstance(items, Sequence) and len(items) >= PARALLEL_MIN_RECORDS and (os.cpu_count() or 1) > 1
 
 
+#: A slot of prepared_in_order whose item went to the worker; and what ``next`` gives when the items are all taken.
+_SENT = None
+_NO_ITEM: Any = object()
+
+
 def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel: bool) -> Iterator[R]:
     """``prepare(w)`` for each item of ``work``, in order.
 
-    With ``parallel``, a worker process (``python -m memlens.storage.bulk``) computes them a couple of items ahead of
-    the consumer; ``prepare`` must then be a module-level function or a ``functools.partial`` of one, and items and
-    results picklable. An exception raised by ``prepare`` comes out where its item would have, after every earlier
-    result; closing the iterator early stops the worker. The worker is a fresh interpreter rather than a fork (a
-    process running Qt threads cannot fork safely) and is started directly rather than through multiprocessing,
-    which would re-run the caller's main script in it."""
+    With ``parallel``, a worker process (``python -m memlens.storage.bulk``) computes them a few items ahead of the
+    consumer, and whenever the consumer comes for the next result before the worker has it, the consumer prepares
+    the next unsent item itself instead of waiting (so the two cores share the preparing however the costs of
+    preparing and consuming compare; the worker keeps :data:`_AHEAD` items in hand). ``prepare`` must then be a
+    module-level function or a ``functools.partial`` of one, and items and results picklable; it must give the same
+    result wherever it runs (a pure function). An exception raised by ``prepare`` comes out where its item would
+    have, after every earlier result; closing the iterator early stops the worker. The worker is a fresh interpreter
+    rather than a fork (a process running Qt threads cannot fork safely) and is started directly rather than through
+    multiprocessing, which would re-run the caller's main script in it."""
     if not parallel:
         for item in work:
             yield prepare(item)
         return
     # Imported here: every agent hook writes through this module's neighbours and must stay light to start.
-    import pickle
     import queue
     import subprocess
     import threading
@@ -199,28 +207,35 @@ def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel:
     proc = subprocess.Popen([sys.executable, "-m", "memlens.storage.bulk"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None
     to_send: queue.SimpleQueue[tuple[Callable[[T], R], T] | None] = queue.SimpleQueue()
+    answers: queue.SimpleQueue[tuple[bool, Any] | None] = queue.SimpleQueue()
     feeder = threading.Thread(target=_feed, args=(to_send, proc.stdin), name="memlens-bulk-feeder", daemon=True)
+    reader = threading.Thread(target=_read, args=(proc.stdout, answers), name="memlens-bulk-reader", daemon=True)
     feeder.start()
-    try:
-        items = iter(work)
-        outstanding = 0
+    reader.start()
+    # One entry an item taken from ``work``, in its order: _SENT (the worker's answers come in the order sent) or the
+    # (ok, result) of an item prepared here.
+    slots: collections.deque[tuple[bool, Any] | None] = collections.deque()
+    items = iter(work)
+
+    def send_one() -> None:
         for item in items:
             to_send.put((prepare, item))
-            outstanding += 1
-            if outstanding >= _AHEAD:
-                break
-        while outstanding:
-            try:
-                ok, result = pickle.load(proc.stdout)
-            except EOFError:
-                raise RuntimeError(f"the bulk-import worker process stopped (exit code {proc.wait()})") from None
-            outstanding -= 1
+            slots.append(_SENT)
+            return
+
+    try:
+        for _ in range(_AHEAD):
+            send_one()
+        while slots:
+            answer = slots.popleft()
+            if answer is _SENT:
+                answer = _answer_or_work_here(answers, items, prepare, slots)
+                if answer is None:
+                    raise RuntimeError(f"the bulk-import worker process stopped (exit code {proc.wait()})")
+                send_one()  # the worker's hand back to _AHEAD items
+            ok, result = answer
             if not ok:
                 raise result
-            for item in items:
-                to_send.put((prepare, item))
-                outstanding += 1
-                break
             yield result
     finally:
         to_send.put(None)
@@ -228,7 +243,47 @@ def prepared_in_order(work: Iterable[T], prepare: Callable[[T], R], *, parallel:
         if proc.poll() is None:
             proc.kill()  # our own child, told to stop by its closed input; killed only if still busy
         proc.wait()
+        reader.join()
         proc.stdout.close()
+
+
+def _answer_or_work_here(
+    answers: queue.SimpleQueue[tuple[bool, Any] | None], items: Iterator[T], prepare: Callable[[T], R], slots: collections.deque[Any]
+) -> tuple[bool, Any] | None:
+    """The worker's next answer (None: the worker is gone); until it is there, the next items of ``items`` prepared
+    here (their answers put at the end of ``slots``, where their turn comes)."""
+    import queue
+
+    while True:
+        try:
+            answer = answers.get_nowait()
+            break
+        except queue.Empty:
+            pass
+        item = next(items, _NO_ITEM)
+        if item is _NO_ITEM:
+            answer = answers.get()
+            break
+        try:
+            slots.append((True, prepare(item)))
+        except Exception as exc:  # raised in its turn, after the earlier items' results
+            slots.append((False, exc))
+            answer = answers.get()
+            break
+    return answer
+
+
+def _read(pipe: IO[bytes], answers: queue.SimpleQueue[tuple[bool, Any] | None]) -> None:
+    """Read the worker's answers as they come (a thread, so the consumer can see whether one is there), then None."""
+    import pickle
+
+    try:
+        while True:
+            answers.put(pickle.load(pipe))
+    except Exception:  # the end of the pipe, or an answer cut off by the worker's end: either way no more answers
+        pass
+    finally:
+        answers.put(None)
 
 
 def _feed(to_send: queue.SimpleQueue[Any], pipe: IO[bytes]) -> None:
