@@ -154,3 +154,43 @@ def test_prepared_in_order_raises_a_bad_item_in_its_turn() -> None:
         for item, _here in bulk.prepared_in_order(range(30), prepare, parallel=True):
             got.append(item)
     assert got == list(range(13))
+
+
+def test_bulk_keys_text_is_supersedes() -> None:
+    for sample in _texts():
+        tokens = text.similarity_tokens(sample)
+        assert bulk.keys_text(tokens) == supersede.keys_text(tokens)
+
+
+_CHECKED_RECORDS = [
+    {}, {"type": "workflow"}, {"type": " Workflow "}, {"type": "bad type!"}, {"type": 3}, {"type": ["fact"]}, {"layer": "semantic"},
+    {"layer": "working", "type": "note"}, {"layer": "nope"}, {"layer": 1}, {"origin": "user"}, {"origin": "nope"}, {"origin": None},
+    {"origin": ["agent"]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("record", _CHECKED_RECORDS)
+def test_checks_answer_as_the_checks_do_the_first_time_and_after(record: dict[str, Any]) -> None:
+    """The remembered answers of a batch's checks (and their refusals) are the checks' own, on first sight and later."""
+    from memlens.errors import InvalidInput
+    from memlens.models import Origin
+    from memlens.storage import validation
+
+    def plain(rec: dict[str, Any]) -> tuple[str, ...] | str:
+        try:
+            type_ = validation.check_type(rec.get("type", "fact"))
+            return (type_, validation.check_layer(rec.get("layer"), type_), validation.check_origin(rec.get("origin", Origin.IMPORT)))
+        except InvalidInput as exc:
+            return str(exc)
+
+    def remembered(checks: memories._Checks, rec: dict[str, Any]) -> tuple[str, ...] | str:
+        try:
+            type_ = checks.type_(rec.get("type", "fact"))
+            return (type_, checks.layer(rec.get("layer"), type_), checks.origin(rec.get("origin", Origin.IMPORT)))
+        except InvalidInput as exc:
+            return str(exc)
+
+    checks = memories._Checks()
+    for _ in range(3):
+        assert remembered(checks, {}) == plain({})
+        assert remembered(checks, record) == plain(record)

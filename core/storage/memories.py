@@ -821,14 +821,21 @@ class _Checks:
             answer = self._answers[key] = check(*values)
         return answer
 
+    # Each check first looks a string (or None) up directly: what _once remembered, without its generic key
+    # building and type test (a few microseconds a record in a bulk import).
+
     def type_(self, value: Any) -> str:
-        return self._once(check_type, value)
+        answer = self._answers.get((check_type, value)) if isinstance(value, str) else None
+        return answer if answer is not None else self._once(check_type, value)
 
     def layer(self, value: Any, type_: str) -> str:
-        return self._once(check_layer, value, type_)
+        known = (value is None or isinstance(value, str)) and isinstance(type_, str)
+        answer = self._answers.get((check_layer, value, type_)) if known else None
+        return answer if answer is not None else self._once(check_layer, value, type_)
 
     def origin(self, value: Any) -> str:
-        return self._once(check_origin, value)
+        answer = self._answers.get((check_origin, value)) if isinstance(value, str) else None
+        return answer if answer is not None else self._once(check_origin, value)
 
 
 def _checked(record: Mapping[str, Any], position: int, now: datetime, checks: _Checks) -> tuple[dict[str, Any], float]:
@@ -903,7 +910,7 @@ def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg:
         text_importance, dates,
     ))  # fmt: skip
     batch.fts.append((*bulk.fts_text(rec["title"], content, tags), bulk.indexed(dates)))
-    keys = supersede.keys_text(tokens)
+    keys = bulk.keys_text(tokens)
     batch.keys.append(keys)
     if rec["tags"]:
         batch.tags.append((at, rec["tags"]))
