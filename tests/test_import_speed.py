@@ -194,3 +194,11 @@ def test_checks_answer_as_the_checks_do_the_first_time_and_after(record: dict[st
     for _ in range(3):
         assert remembered(checks, {}) == plain({})
         assert remembered(checks, record) == plain(record)
+
+
+def test_the_ratio_bench_reports_cpu_and_load(tmp_path: Path) -> None:
+    from memlens.bench import import_bench
+
+    ratio = import_bench.run(200, 3, tmp_path, round_size=100)
+    assert ratio["memories"] == 200 and ratio["remember_many_cpu_us_per_record"] > 0 and ratio["raw_cpu_us_per_record"] > 0
+    assert ratio["ratio_by_cpu_on_two_idle_cores"] > 0 and len(ratio["load_average_before"]) == len(ratio["load_average_after"]) == 3

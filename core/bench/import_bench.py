@@ -88,6 +88,7 @@ def run(size: int, seed: int, workdir: Path, cache_dir: Path | None = None, *, r
     _fresh(ours_path)
     _fresh(raw_path)
     ours, raw = _Side(), _Side()
+    load_before = os.getloadavg()
     with MemoryStore.open(ours_path, actor="bench") as store, MemoryStore.open(raw_path, actor="bench") as raw_store:
         conn = raw_store.conn
         conn.execute("DROP TRIGGER memories_fts_insert")  # the baseline writes its FTS rows itself
@@ -124,6 +125,14 @@ def run(size: int, seed: int, workdir: Path, cache_dir: Path | None = None, *, r
         "raw_us_per_record": round(raw.wall * 1e6 / size, 1),
         "ratio": round(raw.wall / ours.wall, 3),
         "seconds_per_million": round(ours.wall * 1_000_000 / size, 1),
+        # CPU time is what a neighbour's load on a shared machine changes least: what each side costs, and the ratio
+        # the two would have with two idle cores (ours can go no faster than its busier process, nor than half its
+        # total CPU; raw no faster than its CPU).
+        "remember_many_cpu_us_per_record": round((ours.cpu + ours.worker_cpu) * 1e6 / size, 1),
+        "raw_cpu_us_per_record": round(raw.cpu * 1e6 / size, 1),
+        "ratio_by_cpu_on_two_idle_cores": round(raw.cpu / max(ours.cpu, ours.worker_cpu, (ours.cpu + ours.worker_cpu) / 2), 3),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
 
 
