@@ -202,3 +202,13 @@ def test_the_ratio_bench_reports_cpu_and_load(tmp_path: Path) -> None:
     ratio = import_bench.run(200, 3, tmp_path, round_size=100)
     assert ratio["memories"] == 200 and ratio["remember_many_cpu_us_per_record"] > 0 and ratio["raw_cpu_us_per_record"] > 0
     assert ratio["ratio_by_cpu_on_two_idle_cores"] > 0 and len(ratio["load_average_before"]) == len(ratio["load_average_after"]) == 3
+
+
+def test_similarity_keys_stay_right_when_the_memo_is_emptied(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bulk, "_TOKEN_KEYS_MAX", 5)
+    monkeypatch.setattr(bulk, "_TOKEN_KEYS", {})
+    for _ in range(2):
+        for sample in _texts():
+            tokens = text.similarity_tokens(sample)
+            assert bulk.keys_text(tokens) == supersede.keys_text(tokens)
+    assert len(bulk._TOKEN_KEYS) <= 5 + 40

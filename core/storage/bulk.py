@@ -143,10 +143,27 @@ def insert_new(
     refresh_after_insert(conn, ids if in_session is None else in_session)
 
 
+#: token -> token_key(token), for similarity_keys: a plain dict lookup is a third of an lru_cache hit's cost, and an
+#: import looks up every token of every record. Emptied when it grows past a large vocabulary.
+_TOKEN_KEYS: dict[str, str] = {}
+_TOKEN_KEYS_MAX = 1 << 18
+
+
+def similarity_keys(tokens: Iterable[str]) -> list[str]:
+    """The distinct :func:`memlens.text.token_key` of ``tokens``, sorted: what :func:`memlens.supersede.keys_text`
+    joins by spaces (tests/test_import_speed.py compares the two)."""
+    try:
+        keys = set(map(_TOKEN_KEYS.__getitem__, tokens))
+    except KeyError:
+        if len(_TOKEN_KEYS) > _TOKEN_KEYS_MAX:
+            _TOKEN_KEYS.clear()
+        keys = {_TOKEN_KEYS[t] if t in _TOKEN_KEYS else _TOKEN_KEYS.setdefault(t, token_key(t)) for t in tokens}
+    return sorted(keys)
+
+
 def keys_text(tokens: Iterable[str]) -> str:
-    """:func:`memlens.supersede.keys_text`, by ``map`` over the tokens rather than a set comprehension (a tenth
-    faster; tests/test_import_speed.py compares the two)."""
-    return " ".join(sorted(set(map(token_key, tokens))))
+    """:func:`memlens.supersede.keys_text`, from :func:`similarity_keys`."""
+    return " ".join(similarity_keys(tokens))
 
 
 def index_similarity(conn: db.Connection, payload: Sequence[tuple[int, str]], key_counts: Sequence[tuple[str, int]]) -> None:

@@ -885,14 +885,13 @@ def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, 
     counts: Counter[str] = Counter()
     for offset, record in enumerate(records):
         rec, text_importance = _checked(record, start + offset, now, checks)
-        keys = _add(batch, rec, text_importance, cfg)
-        counts.update(keys.split())
+        counts.update(_add(batch, rec, text_importance, cfg))
     batch.key_counts.extend(counts.items())
     return batch
 
 
-def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> str:
-    """Append one checked record to ``batch``; returns its similarity keys."""
+def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> list[str]:
+    """Append one checked record to ``batch``; returns its similarity keys (sorted, as joined in ``batch.keys``)."""
     ts = ts_from_dt(rec["now"])
     content = rec["content"]
     tokens = similarity_tokens(content)
@@ -910,8 +909,8 @@ def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg:
         text_importance, dates,
     ))  # fmt: skip
     batch.fts.append((*bulk.fts_text(rec["title"], content, tags), bulk.indexed(dates)))
-    keys = bulk.keys_text(tokens)
-    batch.keys.append(keys)
+    keys = bulk.similarity_keys(tokens)
+    batch.keys.append(" ".join(keys))
     if rec["tags"]:
         batch.tags.append((at, rec["tags"]))
     if rec["session_id"] is not None:
