@@ -298,15 +298,15 @@ def find_best(
         id_chunk = candidate_ids[i : i + _CHUNK]
         marks = ",".join("?" * len(id_chunk))
         rows = conn.execute(
-            f"SELECT id, layer, project, token_count, forget_after, content FROM memories WHERE id IN ({marks}) AND is_latest = 1",
-            id_chunk,
+            # The layer, project and expiry checked by SQLite (most of the rows read fail them: only the others
+            # become Python rows). compatible_projects and an unexpired TTL (forget_after > now), as SQL; the unary
+            # + keeps SQLite on the id lookups instead of an index on layer or project.
+            f"SELECT id, token_count, content FROM memories WHERE id IN ({marks}) AND +is_latest = 1 AND +layer = ? "
+            "AND (? IS NULL OR +project IS NULL OR +project = ?) AND (+forget_after IS NULL OR +forget_after > ?)",
+            (*id_chunk, layer, project, project, now),
         ).fetchall()
         survivors = []
-        for mid, m_layer, m_project, m_size, forget_after, content in rows:
-            if m_layer != layer or not compatible_projects(project, m_project):
-                continue
-            if forget_after is not None and forget_after <= now:
-                continue
+        for mid, m_size, content in rows:
             # Upper bound on the overlap: probed hits (a key may stand for more than one token) plus the unprobed
             # tokens the signature admits (overlap_bounds), and never more than the other memory's tokens.
             bound = min(bounds[mid], m_size)

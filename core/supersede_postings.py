@@ -48,7 +48,7 @@ Writers prune the log beyond ``memlens.supersede.CHANGES_KEPT`` rows; a reader f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -322,19 +322,22 @@ class SimilarityPostings:
 
     def packed_holders_of(self, keys: Sequence[int]) -> np.ndarray:
         """The :meth:`packed_holders` of each of ``keys``, joined in one array (in no promised order), as
-        :meth:`holders_of` joins the holders."""
+        :meth:`holders_of` joins the holders. Packed in 32 bits while every id fits in 23 (eight million memories):
+        half the bytes to sort and to scan, and the sort (SIMD) runs on twice as many values at once."""
+        # Every id held is below len(self._key_count) (sized at the build, grown for each memory that joins).
+        dtype: type[np.signedinteger[Any]] = np.int32 if len(self._key_count) <= 1 << (31 - PACKED_SHIFT) else np.int64
         starts, ends = self._spans(keys)
         spans = [(s, e) for s, e in zip(starts, ends, strict=True) if e > s]
         if spans:
-            ids = np.concatenate([self._ids[s:e] for s, e in spans]).astype(np.int64)
+            ids = np.concatenate([self._ids[s:e] for s, e in spans]).astype(dtype, copy=False)
             base = (ids << PACKED_SHIFT) | np.concatenate([self._holder_key_counts[s:e] for s, e in spans])
         else:
-            base = np.empty(0, dtype=np.int64)
+            base = np.empty(0, dtype=dtype)
         extra = [m for k in keys for m in self._delta.get(k, ())]
         if not extra:
             return base
-        joined = np.array(extra, dtype=np.int64)
-        counts = np.minimum(self._key_count[joined], PACKED_KEY_COUNT_MAX).astype(np.int64)
+        joined = np.array(extra, dtype=dtype)
+        counts = np.minimum(self._key_count[joined], PACKED_KEY_COUNT_MAX).astype(dtype)
         return np.concatenate((base, (joined << PACKED_SHIFT) | counts))
 
     def key_counts(self, ids: np.ndarray) -> np.ndarray:

@@ -337,3 +337,62 @@ def test_without_values_or_opposite_words_only_negation_makes_a_conflict() -> No
                 conflicting += 1
                 assert conflicts._analyse(own).negated != conflicts._analyse(other).negated, (newer, older)
     assert conflicting > 20
+
+
+def test_find_best_equals_brute_force_across_layers_projects_and_ttls(store_location, t0) -> None:
+    """The layer, project and expiry checks made by SQLite in find_best's row read, against the full scan: memories
+    of every layer, three projects and none, expired TTLs, probes edited into the 0.4-0.7 band."""
+    from datetime import timedelta
+
+    from memlens import MemoryStore
+    from memlens.supersede import brute_force_best, find_best
+    from memlens.text import similarity_tokens
+
+    rng = random.Random(34)
+    vocab = [f"v{i:03d}" for i in range(90)]
+    with MemoryStore.open(store_location) as store:
+        texts = []
+        for i in range(300):
+            words = rng.sample(vocab, rng.randint(3, 14))
+            texts.append(words)
+            store.remember(
+                " ".join(words), layer=rng.choice(["semantic", "semantic", "procedural", "procedural", "episodic", "working"]),
+                project=rng.choice([None, "a", "b", "c"]), ttl_days=rng.choice([None, None, None, 0.01]), now=t0 + timedelta(minutes=i),
+            )  # fmt: skip
+        now = (t0 + timedelta(days=1)).timestamp()
+        answered = 0
+        for words in rng.sample(texts, 60):
+            edited = [w if rng.random() > 0.3 else rng.choice(vocab) for w in words]
+            tokens = similarity_tokens(" ".join(edited))
+            for layer in ("semantic", "procedural"):
+                for project in (None, "a", "c"):
+                    for threshold in (0.4, 0.55, 0.7):
+                        fast = find_best(store.conn, tokens, layer=layer, project=project, probe_threshold=threshold, now=now, postings=store.ctx.postings)
+                        slow = brute_force_best(store.conn, tokens, layer=layer, project=project, probe_threshold=threshold, now=now)
+                        assert fast == slow, (edited, layer, project, threshold)
+                        answered += fast is not None
+        assert answered > 100
+
+
+def test_holders_packed_in_64_bits_past_eight_million_ids(db_path, t0) -> None:
+    """Past 2**23 ids the packed holders no longer fit 32 bits: the same values, in int64."""
+    from datetime import timedelta
+
+    from memlens import MemoryStore
+    from memlens.supersede_postings import key_number
+    from memlens.text import token_key
+
+    with MemoryStore.open(db_path) as store:
+        for i in range(30):
+            store.remember(f"alpha beta gamma{i % 4} delta{i % 7}", supersede=False, now=t0 + timedelta(minutes=i))
+        postings = store.ctx.postings
+        postings.sync(store.conn)
+        keys = [key_number(token_key(w)) for w in ("alpha", "gamma1", "delta3", "absent")]
+        small = postings.packed_holders_of(keys)
+        assert small.dtype == np.int32
+        wide = np.zeros((1 << 23) + 1, dtype=np.uint16)
+        wide[: len(postings._key_count)] = postings._key_count
+        postings._key_count = wide  # as after a memory with an id past 2**23 joined
+        big = postings.packed_holders_of(keys)
+        assert big.dtype == np.int64
+        assert big.tolist() == small.tolist()
