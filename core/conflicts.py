@@ -658,6 +658,9 @@ def _candidate_rows(
     keep = index.alive(ids) & (ids != memory_id)
     ids, shared = ids[keep], shared[keep]
     ranked = _most_shared(ids, shared, limit * 5)  # most shared words first, then the newest
+    # Of those, the ones known to be in another layer would fail the statement's +layer test (a layer never
+    # changes): they are not looked up. They still took their place in the ranking, as before.
+    ranked = [mid for mid, ok in zip(ranked, index.in_layer(np.array(ranked, dtype=np.int64), "semantic").tolist(), strict=True) if ok]
     if not ranked:
         return []
     order = {mid: rank for rank, mid in enumerate(ranked)}

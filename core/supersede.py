@@ -254,7 +254,8 @@ def find_best(
         overlap = np.minimum(counts * per_hit + (size - probed_count), size)
         keep = (counts >= least) & (key_counts <= largest[overlap])
         at = np.flatnonzero(keep)
-        keep[at] = postings.alive(ids[at])
+        # Those that left, and those of another layer (which the row read would drop: a layer never changes).
+        keep[at] = postings.alive(ids[at]) & postings.in_layer(ids[at], layer)
         unprobed = [key_of[t] for t in ordered[probed_count:]]
         if unprobed and keep.any():
             # The same bound with only the unprobed tokens each candidate's signature admits.

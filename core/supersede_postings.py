@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memlens.models import Layer
 from memlens.postgres import is_postgres
 from memlens.text import similarity_tokens, token_key
 
@@ -69,6 +70,8 @@ PACKED_SHIFT = 8
 PACKED_KEY_COUNT_MAX = (1 << PACKED_SHIFT) - 1
 #: Bits in a memory's key signature: 128, as two 64-bit words (see the module docstring).
 SIGNATURE_WORDS = 2
+#: The code of each layer in :attr:`SimilarityPostings._layer` (0: not known, which every layer test admits).
+LAYER_CODES = {layer.value: code for code, layer in enumerate(Layer, start=1)}
 _VOCAB = "temp.memlens_similarity_vocab"
 _VOCAB_ROWS = "temp.memlens_similarity_vocab_rows"
 
@@ -123,6 +126,9 @@ class SimilarityPostings:
         self._ids: np.ndarray = np.empty(0, dtype=np.int64)  # int32 while ids fit (see _build)
         self._dead = np.zeros(0, dtype=np.bool_)  # by memory id: left the index since the snapshot
         self._key_count = np.zeros(0, dtype=np.uint16)  # by memory id: how many distinct keys it holds
+        # By memory id: its layer's code (LAYER_CODES). A memory's layer never changes (no write updates it), and a
+        # memory that joins is read again, so the code of a memory held is always its layer's.
+        self._layer = np.zeros(0, dtype=np.uint8)
         self._holder_key_counts = np.zeros(0, dtype=np.uint8)  # beside _ids: each holder's key count, capped
         # A row a signature word, by memory id (see the module docstring): one row is read at a time, contiguous.
         self._signatures = np.zeros((SIGNATURE_WORDS, 0), dtype=np.uint64)
@@ -185,7 +191,7 @@ class SimilarityPostings:
         for start in range(0, len(joined), 500):
             chunk = joined[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for memory_id, content in conn.execute(f"SELECT id, content FROM memories WHERE id IN ({marks})", chunk):
+            for memory_id, content, layer in conn.execute(f"SELECT id, content, layer FROM memories WHERE id IN ({marks})", chunk):
                 keys = _keys_of(content)
                 if not len(keys):
                     continue
@@ -193,6 +199,11 @@ class SimilarityPostings:
                     grown = np.zeros(max(memory_id + 1, len(self._key_count) * 5 // 4), dtype=np.uint16)
                     grown[: len(self._key_count)] = self._key_count
                     self._key_count = grown
+                if memory_id >= len(self._layer):
+                    wider = np.zeros(max(memory_id + 1, len(self._layer) * 5 // 4), dtype=np.uint8)
+                    wider[: len(self._layer)] = self._layer
+                    self._layer = wider
+                self._layer[memory_id] = LAYER_CODES.get(layer, 0)
                 if memory_id >= self._signatures.shape[1]:
                     more = np.zeros((SIGNATURE_WORDS, max(memory_id + 1, self._signatures.shape[1] * 5 // 4)), dtype=np.uint64)
                     more[:, : self._signatures.shape[1]] = self._signatures
@@ -236,11 +247,13 @@ class SimilarityPostings:
             np.cumsum(counts, out=offsets[1:])
             if int(offsets[-1]) != len(ids):
                 raise RuntimeError(f"the supersede index changed while read ({len(ids)} of {int(offsets[-1])} postings)")
+            layers = _layers(conn, int(top) + 1)
         finally:
             if own:
                 conn.execute("COMMIT")
         self._keys, self._offsets, self._ids = keys, offsets, ids
         self._dead = np.zeros(int(top) + 1, dtype=np.bool_)
+        self._layer = layers
         self._key_count = np.minimum(np.bincount(ids, minlength=int(top) + 1), 65535).astype(np.uint16)
         self._holder_key_counts = np.minimum(self._key_count[ids], PACKED_KEY_COUNT_MAX).astype(np.uint8)
         self._signatures = _signatures(keys, offsets, ids, int(top) + 1)
@@ -356,6 +369,16 @@ class SimilarityPostings:
         mask[inside] = ~self._dead[ids[inside]]
         return mask
 
+    def in_layer(self, ids: np.ndarray, layer: str) -> np.ndarray:
+        """A mask over ``ids``: False for memories known to be in another layer than ``layer``."""
+        ids = np.asarray(ids)
+        wanted = LAYER_CODES.get(layer, 0)
+        if not wanted or not len(ids):
+            return np.ones(len(ids), dtype=np.bool_)
+        inside = ids < len(self._layer)
+        codes = self._layer[np.where(inside, ids, 0)]
+        return ~inside | (codes == wanted) | (codes == 0)
+
     def signature_hits(self, ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """For each of ``ids``, how many of ``keys`` (key numbers, a repeated one counted each time) its signature
         admits: never fewer than how many of them it holds (see the module docstring)."""
@@ -381,7 +404,7 @@ class SimilarityPostings:
 
     def memory_bytes(self) -> int:
         """Bytes held by the arrays (the delta's Python objects are not counted; they stay small)."""
-        arrays = (self._keys, self._offsets, self._ids, self._holder_key_counts, self._dead, self._key_count, self._signatures)
+        arrays = (self._keys, self._offsets, self._ids, self._holder_key_counts, self._dead, self._key_count, self._layer, self._signatures)
         return int(sum(a.nbytes for a in arrays))
 
     def stats(self) -> dict[str, int]:
@@ -405,6 +428,16 @@ def _signatures(keys: np.ndarray, offsets: np.ndarray, ids: np.ndarray, size: in
         holders = np.concatenate([ids[a:b] for a, b in zip(starts[members].tolist(), ends[members].tolist(), strict=True)])
         # Repeated ids only set the same bit again.
         out[p >> 6, holders] |= np.uint64(1 << (p & 63))
+    return out
+
+
+def _layers(conn: Connection, size: int) -> np.ndarray:
+    """Every memory's layer code (LAYER_CODES) by id, for ids below ``size``: the ids of each layer, read from
+    the index on layer (a scan of its entries, not of the table)."""
+    out = np.zeros(size, dtype=np.uint8)
+    for layer, code in LAYER_CODES.items():
+        ids = np.fromiter((r[0] for r in conn.execute("SELECT id FROM memories WHERE layer = ?", (layer,))), dtype=np.int64)
+        out[ids[ids < size]] = code
     return out
 
 

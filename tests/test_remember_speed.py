@@ -350,19 +350,11 @@ def test_find_best_equals_brute_force_across_layers_projects_and_ttls(store_loca
 
     rng = random.Random(34)
     vocab = [f"v{i:03d}" for i in range(90)]
-    with MemoryStore.open(store_location) as store:
-        texts = []
-        for i in range(300):
-            words = rng.sample(vocab, rng.randint(3, 14))
-            texts.append(words)
-            store.remember(
-                " ".join(words), layer=rng.choice(["semantic", "semantic", "procedural", "procedural", "episodic", "working"]),
-                project=rng.choice([None, "a", "b", "c"]), ttl_days=rng.choice([None, None, None, 0.01]), now=t0 + timedelta(minutes=i),
-            )  # fmt: skip
-        now = (t0 + timedelta(days=1)).timestamp()
+    now = (t0 + timedelta(days=1)).timestamp()
+
+    def check(store: MemoryStore, probes: list[list[str]]) -> None:
         answered = 0
-        for words in rng.sample(texts, 60):
-            edited = [w if rng.random() > 0.3 else rng.choice(vocab) for w in words]
+        for edited in probes:
             tokens = similarity_tokens(" ".join(edited))
             for layer in ("semantic", "procedural"):
                 for project in (None, "a", "c"):
@@ -372,6 +364,22 @@ def test_find_best_equals_brute_force_across_layers_projects_and_ttls(store_loca
                         assert fast == slow, (edited, layer, project, threshold)
                         answered += fast is not None
         assert answered > 100
+
+    with MemoryStore.open(store_location) as store:
+        texts = []
+        for i in range(300):
+            words = rng.sample(vocab, rng.randint(3, 14))
+            texts.append(words)
+            store.remember(
+                " ".join(words), layer=rng.choice(["semantic", "semantic", "procedural", "procedural", "episodic", "working"]),
+                project=rng.choice([None, "a", "b", "c"]), ttl_days=rng.choice([None, None, None, 0.01]), now=t0 + timedelta(minutes=i),
+            )  # fmt: skip
+        probes = [[w if rng.random() > 0.3 else rng.choice(vocab) for w in words] for words in rng.sample(texts, 60)]
+        assert store.ctx.postings.stats()["delta"] > 200  # the copy followed the writes through the change log
+        check(store, probes)
+    with MemoryStore.open(store_location) as store:
+        check(store, probes)  # a copy built afresh from the index
+        assert store.ctx.postings.stats()["delta"] == 0
 
 
 def test_holders_packed_in_64_bits_past_eight_million_ids(db_path, t0) -> None:
