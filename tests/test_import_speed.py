@@ -225,3 +225,14 @@ def test_none_is_bound_as_null_through_its_adapter(tmp_path: Path) -> None:
         conn.execute("CREATE TEMP TABLE t(a, b)")
         conn.executemany("INSERT INTO t VALUES (?, ?)", [(None, 0), (None, "")])
         assert conn.execute("SELECT typeof(a), a IS NULL, typeof(b) FROM t").fetchall() == [("null", 1, "integer"), ("null", 1, "text")]
+
+
+def test_clean_text_of_ascii_is_the_full_cleaning() -> None:
+    """clean_text returns an ASCII text as it is: what NFC and the surrogate replacement make of it."""
+    rng = random.Random(9)
+    samples = ["", "plain", "".join(chr(c) for c in range(128))]
+    samples += ["".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 50))) for _ in range(2000)]
+    for sample in samples:
+        assert text.clean_text(sample) == unicodedata.normalize("NFC", re.sub("[\ud800-\udfff]", "\ufffd", sample))
+    for sample in ["e\u0301", "\ud800x", "café"]:  # and the rest still cleaned
+        assert text.clean_text(sample) == unicodedata.normalize("NFC", re.sub("[\ud800-\udfff]", "\ufffd", sample))
