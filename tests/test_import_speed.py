@@ -156,6 +156,39 @@ def test_prepared_in_order_raises_a_bad_item_in_its_turn() -> None:
     assert got == list(range(13))
 
 
+#: When this process prepared each item itself (filled by _stalled_worker, in this process only).
+_LOCAL_PREPARED: list[float] = []
+
+
+def _stalled_worker(parent: int, item: int) -> tuple[int, bool]:
+    """``item``, prepared at once here and after a second in the worker (a worker that a busy machine stalls)."""
+    import os
+    import time
+
+    here = os.getpid() == parent
+    if here:
+        _LOCAL_PREPARED.append(time.monotonic())
+    else:
+        time.sleep(1.0)
+    return item, here
+
+
+def test_a_stalled_worker_does_not_let_local_results_pile_up() -> None:
+    """While the writer waits for the worker's answer it prepares the next items itself, but only a few: their
+    results wait behind that answer (before, it would have prepared the whole load into memory meanwhile)."""
+    import functools
+    import os
+    import time
+
+    _LOCAL_PREPARED.clear()
+    results = bulk.prepared_in_order(range(200), functools.partial(_stalled_worker, os.getpid()), parallel=True)
+    first = next(results)
+    answered_at = time.monotonic()
+    results.close()
+    assert first == (0, False)
+    assert 0 < len([t for t in _LOCAL_PREPARED if t <= answered_at]) <= bulk._LOCAL_AHEAD + 1
+
+
 def test_bulk_keys_text_is_supersedes() -> None:
     for sample in _texts():
         tokens = text.similarity_tokens(sample)

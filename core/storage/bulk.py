@@ -45,6 +45,9 @@ _FTS_INSERT = "INSERT INTO memory_fts(rowid, title, content, tags, dates, contex
 PARALLEL_MIN_RECORDS = 20_000
 #: Batches the worker holds at once: enough that it never waits while the writer prepares one itself.
 _AHEAD = 3
+#: Batches the writer prepares itself while it waits for one worker answer, at most: their results wait behind that
+#: answer, so a stalled worker (a busy machine) must not let them pile up to the whole load in memory.
+_LOCAL_AHEAD = 2 * _AHEAD
 
 EMPTY_LIST_JSON = to_json([])
 EMPTY_OBJECT_JSON = to_json({})
@@ -274,7 +277,7 @@ def _answer_or_work_here(
     answers: queue.SimpleQueue[tuple[bool, Any] | None], items: Iterator[T], prepare: Callable[[T], R], slots: collections.deque[Any]
 ) -> tuple[bool, Any] | None:
     """The worker's next answer (None: the worker is gone); until it is there, the next items of ``items`` prepared
-    here (their answers put at the end of ``slots``, where their turn comes)."""
+    here (their answers put at the end of ``slots``, where their turn comes), up to :data:`_LOCAL_AHEAD` of them."""
     import queue
 
     while True:
@@ -283,7 +286,7 @@ def _answer_or_work_here(
             break
         except queue.Empty:
             pass
-        item = next(items, _NO_ITEM)
+        item = next(items, _NO_ITEM) if len(slots) < _AHEAD + _LOCAL_AHEAD else _NO_ITEM
         if item is _NO_ITEM:
             answer = answers.get()
             break
