@@ -628,7 +628,7 @@ def _candidate_rows(
     stored creation time, read in the statement that checks them (the write path compares the texts next)."""
     import numpy as np
 
-    from memlens.supersede_postings import SimilarityPostings, key_number
+    from memlens.supersede_postings import SimilarityPostings, counted_runs, key_number
 
     keys = sorted({key_number(token_key(t)) for t in similarity_tokens(content)})
     if not keys:
@@ -648,13 +648,7 @@ def _candidate_rows(
         read += frequency[key]
     if not read:
         return []
-    every = index.holders_of(chosen)
-    every.sort()  # equal integers are alike: numpy's default sort (SIMD) gives np.unique's order, several times faster
-    edges = np.empty(len(every) + 1, dtype=np.bool_)
-    edges[0] = edges[-1] = True
-    np.not_equal(every[1:], every[:-1], out=edges[1:-1])
-    bounds = np.flatnonzero(edges)
-    ids, shared = every[bounds[:-1]], np.diff(bounds)
+    ids, shared = counted_runs(index.holders_of(chosen))
     keep = index.alive(ids) & (ids != memory_id)
     ids, shared = ids[keep], shared[keep]
     ranked = _most_shared(ids, shared, limit * 5)  # most shared words first, then the newest

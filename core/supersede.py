@@ -101,10 +101,17 @@ def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]
         text = keys_text(tokens)
         payload.append((memory_id, text))
         counts.update(text.split())
+    index_keys(conn, payload, list(counts.items()))
+
+
+def index_keys(conn: Connection, payload: Sequence[tuple[int, str]], key_counts: Sequence[tuple[str, int]]) -> None:
+    """The writes of :func:`index_latest_many` from keys made ahead (a bulk import makes them where it prepares its
+    records): ``payload`` is each memory's id and :func:`keys_text` of its tokens (none without tokens),
+    ``key_counts`` how many of them hold each key."""
     conn.executemany("INSERT INTO similarity_index(rowid, keys) VALUES (?, ?)", payload)
     conn.executemany(
         "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = token_stats.df + excluded.df",
-        list(counts.items()),
+        key_counts,
     )
     log_changes(conn, [memory_id for memory_id, _ in payload], True)
 
@@ -194,7 +201,7 @@ def find_best(
         return None
     import numpy as np
 
-    from memlens.supersede_postings import SimilarityPostings, key_number, unpack
+    from memlens.supersede_postings import SimilarityPostings, counted_runs, key_number, unpack
 
     if postings is None:
         postings = SimilarityPostings()
@@ -230,16 +237,10 @@ def find_best(
         the snapshot: overlap_bounds drops them, after the cheaper bounds (a memory's bounds never depend on another's)."""
         if not found_lists:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        found = np.concatenate(found_lists)
-        # Sorted by id (a key count rides in the low bits, the same for every list that holds the id). Equal integers
-        # are alike, so any sort gives the same array: numpy's default one (SIMD) took a third of a merge sort's time.
-        found.sort()
-        edges = np.empty(len(found) + 1, dtype=np.bool_)
-        edges[0] = edges[-1] = True
-        np.not_equal(found[1:], found[:-1], out=edges[1:-1])
-        bounds = np.flatnonzero(edges)
-        ids, key_counts = unpack(found[bounds[:-1]])
-        return ids, np.diff(bounds), key_counts
+        # By id (a key count rides in the low bits, the same for every list that holds the id).
+        packed, hits = counted_runs(np.concatenate(found_lists))
+        ids, key_counts = unpack(packed)
+        return ids, hits, key_counts
 
     largest = _largest_key_counts(size, probe_threshold)
 

@@ -90,6 +90,18 @@ def unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return packed >> PACKED_SHIFT, packed & PACKED_KEY_COUNT_MAX
 
 
+def counted_runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct value of ``values`` once, ascending, and how many times it occurs (``np.unique`` with
+    ``return_counts``, several times faster: ``values`` is sorted in place by numpy's default sort, SIMD, which
+    gives equal integers the same order as any other sort)."""
+    values.sort()
+    edges = np.empty(len(values) + 1, dtype=np.bool_)
+    edges[0] = edges[-1] = True
+    np.not_equal(values[1:], values[:-1], out=edges[1:-1])
+    bounds = np.flatnonzero(edges)
+    return values[bounds[:-1]], np.diff(bounds)
+
+
 def _signature_place(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Which signature word and which bit of it each key number sets (its low seven bits)."""
     bits = np.asarray(keys, dtype=np.int64) & (64 * SIGNATURE_WORDS - 1)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_import_fast import _similarity_tokens_before
 
 from memlens import MemoryStore, decay, supersede, text
 from memlens.storage import bulk, memories
@@ -52,7 +53,7 @@ def _similarity_state(store: MemoryStore) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("count", [3, 400, supersede.BULK_RESET + 5])
-def test_index_similarity_writes_what_index_latest_many_writes(tmp_path: Path, count: int) -> None:
+def test_index_keys_writes_what_index_latest_many_writes(tmp_path: Path, count: int) -> None:
     """The bulk writer's similarity index (its FTS5 tables byte for byte), token counts and change log equal
     supersede's, from the keys and counts prepare_batch made; memories without tokens are left out on both."""
     samples = _texts()
@@ -67,7 +68,7 @@ def test_index_similarity_writes_what_index_latest_many_writes(tmp_path: Path, c
         with reference.ctx.write() as conn:
             supersede.index_latest_many(conn, [(i, text.similarity_tokens(row[3])) for i, row in zip(ids, batch.rows, strict=True)])
         with fast.ctx.write() as conn:
-            bulk.index_similarity(conn, [(i, keys) for i, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
+            supersede.index_keys(conn, [(i, keys) for i, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
         expected = _similarity_state(reference)
         assert _similarity_state(fast) == expected
         assert expected["similarity_index_data"] and len(expected["token_stats"]) > 1
@@ -86,26 +87,6 @@ def test_prepared_keys_are_keys_text_of_the_tokens_and_counted_in_order() -> Non
     assert "" in batch.keys and any(batch.keys)
 
 
-_CJK_CLASS = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-
-
-def _similarity_tokens_by_regex(value: str) -> frozenset[str]:
-    """similarity_tokens as the regex defines it (before any fast path)."""
-    tokens: set[str] = set()
-    for word in re.findall(r"[^\W_]+", unicodedata.normalize("NFC", value).lower()):
-        pos = 0
-        for match in re.finditer(f"[{_CJK_CLASS}]+", word):
-            head = word[pos : match.start()]
-            if len(head) > 2:
-                tokens.add(head)
-            run = match.group()
-            tokens.update([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
-            pos = match.end()
-        if len(word[pos:]) > 2:
-            tokens.add(word[pos:])
-    return frozenset(tokens)
-
-
 def test_ascii_tokens_are_the_regex_tokens() -> None:
     """Every ASCII character (control characters, _, digits, punctuation) in random texts, plus texts that are ASCII
     only once lower-cased (the Kelvin sign) or not at all."""
@@ -114,7 +95,7 @@ def test_ascii_tokens_are_the_regex_tokens() -> None:
     samples = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
     samples += [*_texts(), "\u212aelvin KEY", "under_score_words and_more", "x\x1cyyy\x1dzzz", "ǅemal ÉCOLE"]
     for sample in samples:
-        assert text.similarity_tokens(sample) == _similarity_tokens_by_regex(sample), repr(sample)
+        assert text.similarity_tokens(sample) == _similarity_tokens_before(sample), repr(sample)
 
 
 # --- the worker and the writer sharing the preparing ----------------------------------------------------------------
@@ -189,10 +170,10 @@ def test_a_stalled_worker_does_not_let_local_results_pile_up() -> None:
     assert 0 < len([t for t in _LOCAL_PREPARED if t <= answered_at]) <= bulk._LOCAL_AHEAD + 1
 
 
-def test_bulk_keys_text_is_supersedes() -> None:
+def test_bulk_similarity_keys_are_supersedes_keys_text() -> None:
     for sample in _texts():
         tokens = text.similarity_tokens(sample)
-        assert bulk.keys_text(tokens) == supersede.keys_text(tokens)
+        assert " ".join(bulk.similarity_keys(tokens)) == supersede.keys_text(tokens)
 
 
 _CHECKED_RECORDS = [
@@ -243,7 +224,7 @@ def test_similarity_keys_stay_right_when_the_memo_is_emptied(monkeypatch: pytest
     for _ in range(2):
         for sample in _texts():
             tokens = text.similarity_tokens(sample)
-            assert bulk.keys_text(tokens) == supersede.keys_text(tokens)
+            assert " ".join(bulk.similarity_keys(tokens)) == supersede.keys_text(tokens)
     assert len(bulk._TOKEN_KEYS) <= 5 + 40
 
 

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+from test_conflicts_fast import _old_values
 
 from memlens import conflicts
 from memlens import supersede_postings as sp
@@ -47,21 +48,6 @@ def _labelled_texts() -> list[str]:
     path = Path(__file__).parent / "data" / "conflict_pairs.jsonl"
     pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [p[side] for p in pairs for side in ("older", "newer")]
-
-
-def _old_values_words(rest: str) -> list[conflicts.Value]:
-    """The value-word loop of _values as it was, over every word."""
-    found = []
-    for word in conflicts._WORD.findall(rest.lower()):
-        if word in conflicts._WEEKDAYS or word.rstrip("s") in conflicts._WEEKDAYS:
-            found.append(conflicts.Value("day", word.rstrip("s"), word))
-        elif word in conflicts._NUMBER_WORDS:
-            found.append(conflicts.Value("number", f"{conflicts._NUMBER_WORDS[word]:g}", word))
-        elif word in conflicts._NAMED_TIMES:
-            found.append(conflicts.Value("time", str(conflicts._NAMED_TIMES[word]), word))
-        elif word in conflicts._MONTHS and len(word) > 3:
-            found.append(conflicts.Value("month", str(conflicts._MONTHS[word]), word))
-    return found
 
 
 def _old_analyse(text: str) -> _Analysis:
@@ -111,12 +97,9 @@ def test_texts_are_read_as_with_every_word_checked_in_place() -> None:
 
 
 def test_the_value_words_are_found_as_by_the_loop_over_every_word() -> None:
+    # test_conflicts_fast's _old_values is _values as it was: every pattern tried, then the loop over every word.
     for text in _texts(3000, 22) + _labelled_texts():
-        values, rest = _values(text)
-        words_found = _old_values_words(rest)
-        # The word values come after the pattern values, which the shortcut leaves alone.
-        assert values[len(values) - len(words_found) :] == words_found, text
-        assert not any(v.kind in ("day", "month") for v in values[: len(values) - len(words_found)]), text
+        assert _values(text) == _old_values(text), text
 
 
 def test_detect_gives_what_it_gave_with_the_old_reading() -> None:

@@ -27,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeVar
 if TYPE_CHECKING:
     import queue
 
-from memlens import db, supersede
+from memlens import db
 from memlens.postgres import is_postgres
 from memlens.storage.context import to_json
 from memlens.text import index_text, token_key
@@ -162,25 +162,6 @@ def similarity_keys(tokens: Iterable[str]) -> list[str]:
             _TOKEN_KEYS.clear()
         keys = {_TOKEN_KEYS[t] if t in _TOKEN_KEYS else _TOKEN_KEYS.setdefault(t, token_key(t)) for t in tokens}
     return sorted(keys)
-
-
-def keys_text(tokens: Iterable[str]) -> str:
-    """:func:`memlens.supersede.keys_text`, from :func:`similarity_keys`."""
-    return " ".join(similarity_keys(tokens))
-
-
-def index_similarity(conn: db.Connection, payload: Sequence[tuple[int, str]], key_counts: Sequence[tuple[str, int]]) -> None:
-    """:func:`memlens.supersede.index_latest_many` for new memories whose keys were computed ahead: ``payload`` is
-    each memory's id and :func:`memlens.supersede.keys_text` of its tokens (memories without tokens left out, as
-    there), ``key_counts`` how many of them hold each key. The same three writes, in the same order (the
-    equivalence test in ``tests/test_import_speed.py`` compares the two on the same store); what moves is the
-    hashing and counting, to where the records are prepared (a worker process, for a big load)."""
-    conn.executemany("INSERT INTO similarity_index(rowid, keys) VALUES (?, ?)", payload)
-    conn.executemany(
-        "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = token_stats.df + excluded.df",
-        key_counts,
-    )
-    supersede.log_changes(conn, [memory_id for memory_id, _ in payload], True)
 
 
 def chunks(items: Iterable[T], size: int) -> Iterator[tuple[int, list[T]]]:

@@ -372,7 +372,7 @@ class MemoryRepository:
         if tag_rows:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
         # The similarity keys and their counts came ready from prepare_batch (the worker's core, for a big load).
-        bulk.index_similarity(conn, [(memory_id, keys) for memory_id, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
+        supersede.index_keys(conn, [(memory_id, keys) for memory_id, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
         return list(ids)
 
     # relations --------------------------------------------------------------------------------------------------
