@@ -163,11 +163,27 @@ def test_a_stalled_worker_does_not_let_local_results_pile_up() -> None:
 
     _LOCAL_PREPARED.clear()
     results = bulk.prepared_in_order(range(200), functools.partial(_stalled_worker, os.getpid()), parallel=True)
-    first = next(results)
+    first, second = next(results), next(results)
     answered_at = time.monotonic()
     results.close()
-    assert first == (0, False)
-    assert 0 < len([t for t in _LOCAL_PREPARED if t <= answered_at]) <= bulk._LOCAL_AHEAD + 1
+    assert (first, second) == ((0, True), (1, False))  # the first is always prepared here (the next test)
+    # The first item, then at most _LOCAL_AHEAD while the worker's first answer was awaited.
+    assert 1 < len([t for t in _LOCAL_PREPARED if t <= answered_at]) <= bulk._LOCAL_AHEAD + 2
+
+
+def test_the_first_item_is_prepared_here_while_the_worker_starts() -> None:
+    """The writer does not wait for a fresh worker's first answer (its start and its first item): it prepares the
+    first item itself while the worker begins on the next ones. Before, a 25,000-record remember_many waited on
+    the worker for the first of its five batches (import_bench --ratio --size 100000: 0.358 of raw, now 0.404)."""
+    import functools
+    import os
+
+    _LOCAL_PREPARED.clear()
+    results = bulk.prepared_in_order(range(4), functools.partial(_stalled_worker, os.getpid()), parallel=True)
+    first = next(results)
+    results.close()
+    assert first == (0, True)
+    assert len(_LOCAL_PREPARED) == 1  # nothing else was prepared here before the first result was given
 
 
 def test_bulk_similarity_keys_are_supersedes_keys_text() -> None:
