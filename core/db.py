@@ -70,7 +70,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5_000
 #: How long a writer keeps retrying a locked database (on top of the busy timeout) before giving up clearly.
 LOCK_RETRY_SECONDS = 30.0
-#: How many times this process retried BEGIN IMMEDIATE after the busy timeout ran out (read by the stress tool).
+#: How many times this process retried a locked statement after the busy timeout (read by the stress tool).
 lock_retries = 0
 
 Connection = Any  # sqlite3.Connection or pysqlite3's; they share the DB-API surface
@@ -324,7 +324,10 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> Conne
                 _stand_in_for_later_schema(conn)
             conn.execute("PRAGMA query_only = ON")
         else:
-            conn.execute("PRAGMA journal_mode = WAL")
+            # Only the process that creates the file switches it (WAL is kept in the file), and processes creating
+            # a store together race to: the switch reads the header, then writes it, and a reader that asks to
+            # write is refused without waiting.
+            execute_while_locked(conn, "PRAGMA journal_mode = WAL", path)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         # Overwrite deleted content with zeros: a forgotten memory must not linger in free pages.
@@ -456,7 +459,31 @@ def _tail_reads(conn: Connection) -> Iterator[str]:
             )
 
 
+#: How long the check on open keeps retrying while another process changes the schema (a new store's migrations).
+SCHEMA_RETRY_SECONDS = 5.0
+_SQLITE_SCHEMA = 17
+
+
 def check_pages(conn: Connection) -> str | None:
+    """The check of :func:`_check_pages_once`, again while another process changes the schema under it.
+
+    The full-text tables' constructor reads their shadow tables with statements of its own. When another process
+    commits a schema change meanwhile (processes that create a store together: one of them runs the migrations
+    while the others open it), the constructor fails with SQLITE_SCHEMA ("vtable constructor failed"), which
+    SQLite does not retry itself. The check reads only, so running it again is safe."""
+    deadline = time.monotonic() + SCHEMA_RETRY_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            return _check_pages_once(conn)
+        except sqlite.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != _SQLITE_SCHEMA or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
+def _check_pages_once(conn: Connection) -> str | None:
     """What is wrong with the store's pages, or None when the check found nothing. Reads only, through SQLite.
 
     A store of up to QUICK_CHECK_MAX_PAGES pages gets ``PRAGMA quick_check``: every page of every b-tree.
@@ -609,7 +636,7 @@ def transaction(conn: Connection, path: Path | str = "") -> Iterator[Connection]
         conn.execute(f"RELEASE {name}")
         return
     refuse_writes_if_damaged(conn, path)
-    _begin_immediate(conn, path)
+    execute_while_locked(conn, "BEGIN IMMEDIATE", path)
     try:
         yield conn
     except BaseException as exc:
@@ -626,12 +653,18 @@ def transaction(conn: Connection, path: Path | str = "") -> Iterator[Connection]
         raise classify(exc, path) from exc
 
 
-def _begin_immediate(conn: Connection, path: Path | str) -> None:
+def execute_while_locked(conn: Connection, sql: str, path: Path | str) -> None:
+    """Run ``sql``, retrying with backoff for up to LOCK_RETRY_SECONDS while the store is locked.
+
+    The busy timeout covers most waits, but SQLite returns SQLITE_BUSY at once, without calling its busy handler,
+    where waiting could deadlock: a connection inside a read that asks to write. BEGIN IMMEDIATE after a timeout
+    that ran out, and a switch into WAL (a read of the header, then its write), both come here.
+    """
     deadline = time.monotonic() + LOCK_RETRY_SECONDS
     delay = 0.01
     while True:
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(sql)
             return
         except sqlite.OperationalError as exc:
             err = classify(exc, path)

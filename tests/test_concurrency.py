@@ -3,6 +3,7 @@ unless the lock is held past the retry window, and then the error says so."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -28,6 +29,60 @@ def test_stress_with_a_short_busy_timeout_goes_through_memlens_retries(tmp_path:
     # A 1 ms busy timeout hands almost every conflict to memlens's own retry loop instead of SQLite's.
     result = stress.run(processes=3, writes=40, seed=5, busy_timeout_ms=1, with_reader=False, workdir=tmp_path)
     assert result.lost == 0 and result.lock_errors == 0 and not result.other_errors, result.describe()
+
+
+def test_opening_a_store_another_process_is_creating_waits_for_its_switch_to_wal(tmp_path: Path):
+    # Processes that open a new store at the same moment all switch the fresh file into WAL. The switch reads the
+    # header and then writes it, and SQLite refuses a reader's write at once, without its busy handler: so one of
+    # them got "locked" from open after a few milliseconds, despite the 5 s busy timeout (seen in the stress run).
+    # Here the other process's switch is a connection holding the write lock of the fresh, still rollback-mode file.
+    path = tmp_path / "new.db"
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    # Through memlens's own bookkeeping, so that open() does not read the header with a descriptor of its own.
+    other = db.open_connection(path, f"file:{path.as_posix()}?mode=rw")
+    other.execute("PRAGMA busy_timeout = 0")
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        with MemoryStore.open(path) as store:
+            assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            store.remember("written after the other process let go")
+    finally:
+        release.join()
+        other.close()
+    with MemoryStore.open(path) as store:
+        assert [m.content for m in store.iter_memories()] == ["written after the other process let go"]
+
+
+class _SchemaChangedUnderTheCheck:
+    """A connection on which the page check's first ``times`` runs meet another process's schema change."""
+
+    def __init__(self, conn: db.Connection, times: int) -> None:
+        self.conn, self.times, self.refused = conn, times, 0
+
+    def execute(self, sql: str, *args: object):
+        if "quick_check" in sql and self.refused < self.times:
+            self.refused += 1
+            # What SQLite raised in the stress run, seen with its code: another process's migration had committed.
+            exc = db.sqlite.OperationalError("vtable constructor failed: memory_fts")
+            exc.sqlite_errorcode, exc.sqlite_errorname = 17, "SQLITE_SCHEMA"
+            raise exc
+        return self.conn.execute(sql, *args)
+
+
+def test_the_check_on_open_runs_again_when_another_process_changes_the_schema(store: MemoryStore):
+    conn = _SchemaChangedUnderTheCheck(store.conn, times=3)
+    assert db.check_pages(conn) is None  # healthy, once the other process's migrations are done
+    assert conn.refused == 3
+
+
+def test_a_schema_that_never_settles_still_fails_the_check(store: MemoryStore, monkeypatch):
+    monkeypatch.setattr(db, "SCHEMA_RETRY_SECONDS", 0.05)
+    conn = _SchemaChangedUnderTheCheck(store.conn, times=10**6)
+    with pytest.raises(db.sqlite.OperationalError, match="vtable constructor failed"):
+        db.check_pages(conn)
+    assert conn.refused > 1
 
 
 def test_threads_sharing_one_store(store: MemoryStore, t0):
