@@ -9,10 +9,13 @@ with the same scores, snippets and explanations, on a generated store of a few t
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import json
 import math
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +26,14 @@ from memlens.bench.generator import EPOCH, Generator
 from memlens.config import SearchTuning
 from memlens.errors import QueryError, StoreEnvironmentError
 from memlens.io import export_file, import_file
+from memlens.models import ts_from_dt
+from memlens.storage import coverage, expansion
+from memlens.storage import search as search_module
+from memlens.storage.expansion import ExpansionTerm
 from memlens.storage.filters import MemoryFilter, filter_sql
 from memlens.storage.results import Hit
-from memlens.storage.search import SearchRepository, _and, _row_test, plan_query
+from memlens.storage.rows import memory_from_row
+from memlens.storage.search import Candidate, SearchRepository, _and, _row_test, plan_query
 from memlens.store import MemoryStore
 from memlens.text import QueryTerm, clean_text, match_expression, query_terms
 
@@ -52,7 +60,7 @@ class ReferenceSearch(SearchRepository):
         pool: int,
         limit: int,
         tuning: SearchTuning,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[tuple[tuple[Any, ...], float]]:
         if raw:
             return self._fts_rows(conn, clean_text(query.replace("\x00", " ")), where, params, pool, raw, tuning)
         if not terms:
@@ -74,6 +82,12 @@ class ReferenceSearch(SearchRepository):
         return rows
 
     def _fts_rows(
+        self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
+    ) -> list[tuple[tuple[Any, ...], float]]:
+        # The rows as they were, bm25 last, handed on as the (row, bm25) pairs the later stages now take.
+        return [(row, row[-1]) for row in self._old_fts_rows(conn, expression, where, params, pool, raw, tuning)]
+
+    def _old_fts_rows(
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
     ) -> list[tuple[Any, ...]]:
         window = pool + pool // 5 + 1
@@ -456,3 +470,263 @@ def test_forgetting_what_is_kept_changes_no_result(generated):
         assert _signature(store.finder.search(query, MemoryFilter(), now=NOW)) == _signature(before)
         store.finder.forget_kept()
         assert _signature(store.finder.search(query, MemoryFilter(), now=NOW)) == _signature(before)
+
+
+# --- stages 1-5 against their frozen copies (issue 14.4, the Python side) ------------------------------------------
+#
+# Search carries (row, bm25) pairs from stage 1 on, takes the kept rows passing the default filters without copying
+# them, lets SQL break bm25 ties by id, and sorts tuples instead of key functions. The functions below are what those
+# stages were before (the rows with their bm25 appended, each stage copying them), frozen here: every search must give
+# exactly the same hits, in the same order, with the same floats.
+
+
+def _old_coverage_apply(rows: list[tuple[Any, ...]], terms: list[QueryTerm], weight: float) -> tuple[list[tuple[Any, ...]], coverage.Coverage]:
+    if weight <= 0.0 or len(terms) < 2 or not rows:
+        return rows, coverage.Coverage(len(terms), {})
+    tests = [coverage.needles(term) for term in terms]
+    stems = [wanted[0] for wanted, word_start in tests if word_start]
+    substrings = [wanted for wanted, word_start in tests if not word_start]
+    asked = len(terms)
+    factors = [1.0 - weight + weight * held / asked for held in range(asked + 1)]
+    texts = coverage.FoldedTexts().fold(rows, (search_module._TITLE, search_module._CONTENT, search_module._TAGS))  # folded afresh
+    found: dict[int, tuple[int, float, float]] = {}
+    scaled: list[tuple[Any, ...]] = []
+    for row, (text, known) in zip(rows, texts, strict=True):
+        held = 0
+        for stem in stems:
+            has = known.get(stem)
+            if has is None:
+                at = text.find(stem)
+                while at > 0 and text[at - 1].isalnum():
+                    at = text.find(stem, at + 1)
+                has = known[stem] = at != -1
+            held += has
+        for wanted in substrings:
+            has = known.get(wanted)
+            if has is None:
+                has = known[wanted] = any(needle in text for needle in wanted)
+            held += has
+        factor = factors[held]
+        bm25 = row[-1]
+        found[row[0]] = (held, factor, bm25)
+        scaled.append(row[:-1] + (bm25 * factor,))  # noqa: RUF005 - as it was
+    scaled.sort(key=lambda r: (r[-1], r[0]))
+    return scaled, coverage.Coverage(asked, found)
+
+
+def _old_initial_relevance(rows: list[tuple[Any, ...]]) -> dict[int, Candidate]:
+    best = min(r[-1] for r in rows)
+    found: dict[int, Candidate] = {}
+    for row in rows:
+        bm25 = row[-1]
+        found[row[0]] = Candidate(row, bm25, bm25 / best if best < 0 else 0.0)
+    return found
+
+
+def _old_add_session_share(found: dict[int, Candidate], rows: list[tuple[Any, ...]], tuning: SearchTuning) -> None:
+    session_sum: dict[tuple[str, Any], float] = {}
+    for row in rows:
+        candidate = found[row[0]]
+        session_sum[candidate.document] = session_sum.get(candidate.document, 0.0) + candidate.relevance
+    top_session = max(session_sum.values(), default=0.0)
+    if top_session <= 0.0:
+        return
+    for candidate in found.values():
+        candidate.relevance = candidate.relevance + tuning.session_share * session_sum.get(candidate.document, 0.0) / top_session
+    top_relevance = max(c.relevance for c in found.values())
+    for candidate in found.values():
+        candidate.relevance = candidate.relevance / top_relevance
+
+
+def _old_blend_retention(
+    found: dict[int, Candidate], limit: int, bias: float, context: set[str], config: decay.DecayConfig, now: float, tuning: SearchTuning
+) -> list[tuple[float, Candidate, float, float]]:
+    s = search_module
+    ranked: list[tuple[float, float, int, Candidate, float, float]] = []
+    kth_best = -math.inf
+    best_scores: list[float] = []
+    retention_of = decay.retention_scorer(config, now)
+    keep = 1.0 - bias
+    for candidate in sorted(found.values(), key=lambda c: -c.relevance):
+        relevance, row = candidate.relevance, candidate.row
+        if keep * relevance + bias < kth_best:
+            break
+        retention = retention_of(row[s._IMPORTANCE], row[s._ACCESSED], row[s._ACCESSES], row[s._TEXT_IMPORTANCE])
+        score = keep * relevance + bias * retention
+        confidence = row[s._CONFIDENCE] / 0.5
+        score *= confidence if confidence < 1.0 else 1.0
+        penalty = 0.0
+        if context and not context.intersection(json.loads(row[s._TAGS])):
+            penalty = (1.0 - tuning.context_factor) * score
+            score -= penalty
+        ranked.append((score, candidate.bm25, row[s._ID], candidate, retention, penalty))
+        if len(best_scores) < limit:
+            heapq.heappush(best_scores, score)
+            if len(best_scores) == limit:
+                kth_best = best_scores[0]
+        else:
+            heapq.heappushpop(best_scores, score)
+            kth_best = best_scores[0]
+    ranked.sort(key=lambda r: (-r[0], r[1], -r[2]))
+    return [(score, candidate, retention, penalty) for score, _bm25, _id, candidate, retention, penalty in ranked[:limit]]
+
+
+class FrozenSearch(SearchRepository):
+    """Stages 1-5 as they were (bm25 search, no vectors): rows with their bm25 appended, the ranked window read in
+    SQL's order of bm25 alone and sorted here, every stage copying rows."""
+
+    def search(self, query: str, memory_filter: MemoryFilter, *, limit: int = 10, context_tags: Any = None, rank_bias: float | None = None,
+               raw: bool = False, now: datetime | None = None, **_ignored: Any) -> list[Hit]:  # fmt: skip
+        s = search_module
+        limit = max(1, min(limit, 1000))
+        settings = self.ctx.settings
+        bias = settings.rank_bias if rank_bias is None else float(rank_bias)
+        context = set(context_tags or ())
+        tuning = settings.search
+        assert now is not None
+        where, params = filter_sql(memory_filter, now)
+        terms = query_terms(query)
+        pool = max(tuning.candidate_pool, limit * 3)
+        with self.ctx.read() as conn:
+            self._sync(conn)
+            rows: list[tuple[Any, ...]] = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)  # type: ignore[assignment]
+            covered = coverage.Coverage(len(terms), {})
+            if not raw:
+                rows, covered = _old_coverage_apply(rows, terms, tuning.coverage_weight)
+            if not rows:
+                return []
+            found = _old_initial_relevance(rows)
+            through: dict[int, tuple[ExpansionTerm, ...]] = {}
+            if not raw and tuning.expansion_weight > 0:
+                through = self._old_second_round(conn, found, terms, where, params, pool, tuning)
+            self._add_neighbours(conn, found, where, params, limit, tuning)
+            _old_add_session_share(found, rows, tuning)
+            ranked = _old_blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
+        hits: list[Hit] = []
+        for score, candidate, retention, penalty in ranked:
+            row = candidate.row
+            memory_id = row[s._ID]
+            hits.append(
+                Hit.deferred(
+                    partial(memory_from_row, row), score=score, relevance=candidate.relevance, retention=retention, bm25=candidate.bm25,
+                    context_penalty=penalty, fused=False, vector_rank=None, terms=tuple(terms), fusion=None, coverage=covered.of(memory_id),
+                    second_round=expansion.found_through(through[memory_id], row[s._CONTENT]) if memory_id in through else None,
+                )
+            )  # fmt: skip
+        return hits
+
+    def _old_second_round(
+        self, conn: db.Connection, found: dict[int, Candidate], terms: list[QueryTerm], where: list[str], params: list[Any], pool: int, tuning: SearchTuning
+    ) -> dict[int, tuple[ExpansionTerm, ...]]:
+        ranked = [(c.row[0], c.relevance) for c in sorted(found.values(), key=lambda c: (-c.relevance, c.row[0]))]
+        rows, chosen = expansion.second_round(
+            conn, ranked, terms, lambda text: self._fts_rows(conn, text, where, params, pool, False, tuning),  # type: ignore[arg-type, return-value]
+            hits=tuning.expansion_hits, max_terms=tuning.expansion_terms, max_matches=tuning.expansion_max_matches,
+        )  # fmt: skip
+        if not rows:
+            return {}
+        best = min(row[-1] for row in rows)
+        raised: dict[int, tuple[ExpansionTerm, ...]] = {}
+        for row in rows:
+            share = tuning.expansion_weight * (row[-1] / best if best < 0 else 0.0)
+            known = found.get(row[0])
+            if known is None:
+                found[row[0]] = Candidate(row, 0.0, share)  # type: ignore[arg-type]
+            elif share > known.relevance:
+                known.relevance = share
+            else:
+                continue
+            raised[row[0]] = tuple(chosen)
+        return raised
+
+    def _fts_rows(  # type: ignore[override]
+        self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
+    ) -> list[tuple[Any, ...]]:
+        window = pool + pool // 5 + 1
+        weights = ", ".join(repr(float(w)) for w in (tuning.title_weight, tuning.content_weight, tuning.tags_weight, tuning.context_weight, tuning.dates_weight))
+        columns = self._candidate_columns(conn)
+        filters = _and(where)
+        kept = self._rows
+        passes = _row_test(where, params) if kept else None
+        if passes is not None:
+            ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+            ranked_args = [expression, window + 1]
+        else:
+            ranked_sql = (
+                f"SELECT {'m.id' if kept else columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+                f"WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?) f LEFT JOIN memories m ON m.id = f.rowid{filters}"
+            )
+            ranked_args = [expression, window + 1, *params]
+        try:
+            ranked = conn.execute(ranked_sql, ranked_args).fetchall()
+            if passes is not None:
+                rows = [row for row in self._kept_rows(conn, ranked[:window]) if passes(row)]
+            elif kept:
+                rows = self._kept_rows(conn, [r for r in ranked[:window] if r[0] is not None])
+            else:
+                rows = [r for r in ranked[:window] if r[0] is not None]
+                self._keep(rows)
+            if len(rows) < pool and len(ranked) > window:
+                sql = (
+                    f"SELECT {columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
+                    f"WHERE memory_fts MATCH ?) f JOIN memories m ON m.id = f.rowid WHERE 1{filters} ORDER BY f.score LIMIT ?"
+                )
+                rows = [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
+                self._keep(rows)
+                return rows
+        except db.sqlite.OperationalError as exc:
+            err = db.classify(exc, self.ctx.path)
+            if raw and not isinstance(err, StoreEnvironmentError):
+                raise QueryError(f"not a valid FTS5 query: {exc}") from None
+            raise err from exc
+        return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
+
+
+def _exactly(fast: list[Hit], frozen: list[Hit]) -> None:
+    """The same hits in the same order with the same floats, snippets, coverage and explanations."""
+    assert _signature(fast) == _signature(frozen)
+    for a, b in zip(fast, frozen, strict=True):
+        assert (a.score, a.relevance, a.retention, a.bm25, a.context_penalty) == (b.score, b.relevance, b.retention, b.bm25, b.context_penalty)
+        assert (a.coverage, a.second_round, a.terms) == (b.coverage, b.second_round, b.terms)
+
+
+@pytest.mark.parametrize(
+    "tuning", [{}, {"common_term_matches": 60, "candidate_pool": 7}, {"expansion_weight": 0.5, "expansion_max_matches": 400}, {"coverage_weight": 0.0}]
+)
+def test_search_gives_exactly_what_the_frozen_stages_gave(generated, tuning, monkeypatch):
+    """Every query twice (the second time from the kept rows and counts), under every filter, limit, bias and
+    context: what the new stages give is what the frozen ones give, float for float."""
+    store, texts = generated
+    settings = store.settings
+    if tuning:
+        changed = type(settings).from_dict({**settings.to_dict(), "search": {**settings.search.to_dict(), **tuning}})
+        monkeypatch.setattr(store.ctx, "settings", changed)
+    fresh = SearchRepository(store.ctx)  # nothing kept from the other tests' searches
+    frozen = FrozenSearch(store.ctx)
+    queries = _queries(texts)
+    compared = 0
+    for query in queries[:13] + queries[13::8] if not tuning else queries[::9]:
+        for memory_filter in FILTERS[::2] if query != queries[0] else FILTERS:
+            for limit, bias, context in ((10, None, None), (3, 0.0, ("ops",)), (20, 1.0, None)):
+                expected = frozen.search(query, memory_filter, limit=limit, rank_bias=bias, context_tags=context, now=NOW)
+                for _again in range(2):
+                    _exactly(fresh.search(query, memory_filter, limit=limit, rank_bias=bias, context_tags=context, now=NOW), expected)
+                compared += bool(expected)
+    assert compared > 30  # most searches find something: the comparison is not vacuous
+
+
+def test_ties_in_bm25_go_to_the_lower_id_both_ways(tmp_path: Path):
+    """Many memories with the same text tie in bm25, more of them than the ranked window holds: with or without
+    rows kept, the hits are the lowest ids, as the frozen stages order them."""
+    path = tmp_path / "ties.db"
+    with MemoryStore.open(path) as store:
+        store.remember_many([{"content": f"unrelated filler text {i}"} for i in range(20)], now=EPOCH)
+        store.remember_many([{"content": "the same flaky zeppelin test again", "project": f"p{i % 3}"} for i in range(150)], now=EPOCH)
+    with MemoryStore.open(path, readonly=True) as store:
+        frozen = FrozenSearch(store.ctx)
+        for query in ("zeppelin", "flaky zeppelin", "zeppelin nothingelse"):
+            for limit in (1, 10, 40):
+                expected = frozen.search(query, MemoryFilter(), limit=limit, now=NOW)
+                assert len(expected) == limit
+                for _again in range(2):
+                    _exactly(store.finder.search(query, MemoryFilter(), limit=limit, now=NOW), expected)

@@ -56,28 +56,41 @@ class Coverage:
     def of(self, memory_id: int) -> TermCoverage | None:
         """The memory's :class:`TermCoverage`, None when it was not a candidate here."""
         entry = self.found.get(memory_id)
-        return None if entry is None else TermCoverage(entry[0], self.asked, entry[1], entry[2])
+        if entry is None:
+            return None
+        # Straight into the instance's dict, as Hit.deferred does: a frozen dataclass's __init__ sets each field
+        # through object.__setattr__, a microsecond a hit.
+        made = TermCoverage.__new__(TermCoverage)
+        made.__dict__.update(held=entry[0], asked=self.asked, factor=entry[1], bm25=entry[2])
+        return made
 
 
 def apply(
-    rows: list[tuple[Any, ...]], terms: Sequence[QueryTerm], weight: float, text_at: tuple[int, int, int], folds: FoldedTexts | None = None
-) -> tuple[list[tuple[Any, ...]], Coverage]:
-    """The candidate ``rows`` (id first, bm25 last; the memory's title, text and tags at the positions ``text_at``)
-    with each bm25 scaled by the memory's coverage of ``terms``, best first again (ties to the lower id), and what
-    coverage found. ``folds`` keeps folded texts between searches. Unchanged when the query has fewer than two
-    terms (every match holds all of it) or ``weight`` is 0."""
-    if weight <= 0.0 or len(terms) < 2 or not rows:
-        return rows, Coverage(len(terms), {})
+    scored: list[tuple[tuple[Any, ...], float]],
+    terms: Sequence[QueryTerm],
+    weight: float,
+    text_at: tuple[int, int, int],
+    folds: FoldedTexts | None = None,
+) -> tuple[list[tuple[tuple[Any, ...], float]], Coverage]:
+    """The candidates ``scored`` as (row, bm25) pairs (the row's id first, the memory's title, text and tags at the
+    positions ``text_at``) with each bm25 scaled by the memory's coverage of ``terms``, best first again (ties to
+    the lower id), and what coverage found. ``folds`` keeps folded texts between searches. Unchanged when the query
+    has fewer than two terms (every match holds all of it) or ``weight`` is 0."""
+    if weight <= 0.0 or len(terms) < 2 or not scored:
+        return scored, Coverage(len(terms), {})
     tests = [needles(term) for term in terms]
     # Words (one stem each, starting a word) and the rest (substrings, any of them), tested as holds() does.
     stems = [wanted[0] for wanted, word_start in tests if word_start]
     substrings = [wanted for wanted, word_start in tests if not word_start]
     asked = len(terms)
     factors = [1.0 - weight + weight * held / asked for held in range(asked + 1)]
+    rows = [row for row, _bm25 in scored]
     texts = (folds or FoldedTexts()).fold(rows, text_at)
     found: dict[int, tuple[int, float, float]] = {}
-    scaled: list[tuple[Any, ...]] = []
-    for row, (text, known) in zip(rows, texts, strict=True):
+    # (scaled bm25, id, row): sorted as tuples, best first and ties to the lower id, without a key function (ids
+    # are unique, so the rows themselves are never compared).
+    ranked: list[tuple[float, int, tuple[Any, ...]]] = []
+    for (row, bm25), (text, known) in zip(scored, texts, strict=True):
         # held = sum(holds(term)(text) for term in terms), inline: fifty candidates and a few terms a search. What a
         # text was found to hold is kept with it (`known`, by stem or by needles): the next query asks again.
         held = 0
@@ -95,10 +108,11 @@ def apply(
                 has = known[wanted] = any(needle in text for needle in wanted)
             held += has
         factor = factors[held]
-        bm25 = row[-1]
-        found[row[0]] = (held, factor, bm25)
-        scaled.append(row[:-1] + (bm25 * factor,))  # noqa: RUF005 - concatenation: faster than unpacking a long row
-    scaled.sort(key=lambda r: (r[-1], r[0]))
+        memory_id = row[0]
+        found[memory_id] = (held, factor, bm25)
+        ranked.append((bm25 * factor, memory_id, row))
+    ranked.sort()
+    scaled = [(row, score) for score, _id, row in ranked]
     return scaled, Coverage(asked, found)
 
 
@@ -156,7 +170,11 @@ class FoldedTexts:
         for row in rows:
             title, content, tags = row[title_at], row[content_at], row[tags_at]
             entry = kept.get(row[0])
-            if entry is not None and entry[1] == content and entry[0] == title and entry[2] == tags:
+            # `is` first: a row kept by search hands the very strings folded before, and `is` need not read them
+            # (the texts are seldom in the CPU's cache after FTS5's ranking).
+            if entry is not None and (
+                (entry[1] is content and entry[0] is title and entry[2] is tags) or (entry[1] == content and entry[0] == title and entry[2] == tags)
+            ):
                 out.append(entry[3])
             else:
                 out.append(None)

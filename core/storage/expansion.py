@@ -125,14 +125,14 @@ def second_round(
     conn: db.Connection,
     ranked: Sequence[tuple[int, float]],
     query: Sequence[QueryTerm],
-    search: Callable[[str], list[tuple[Any, ...]]],
+    search: Callable[[str], list[tuple[tuple[Any, ...], float]]],
     *,
     hits: int,
     max_terms: int,
     max_matches: int,
-) -> tuple[list[tuple[Any, ...]], list[ExpansionTerm]]:
-    """The second round for a first round ``ranked`` as ``(memory id, relevance)`` best first: the rows ``search``
-    returns for the chosen words (bm25 last; empty when no word qualifies) and the words."""
+) -> tuple[list[tuple[tuple[Any, ...], float]], list[ExpansionTerm]]:
+    """The second round for a first round ``ranked`` as ``(memory id, relevance)`` best first: what ``search``
+    returns for the chosen words (``(row, bm25)`` pairs; empty when no word qualifies) and the words."""
     best = list(ranked[:hits])
     texts = {
         int(r[0]): str(r[1])

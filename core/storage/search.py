@@ -39,7 +39,8 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from memlens import db, decay
@@ -114,6 +115,11 @@ _ID, _TITLE, _CONTENT, _SESSION, _CREATED, _IMPORTANCE, _ACCESSED, _ACCESSES, _T
 )  # fmt: skip
 
 
+#: A candidate row (:data:`CANDIDATE_FIELDS`, perhaps followed by its bm25 as read) and its bm25 for ranking: the
+#: pair, not the row with the score appended, so that scaling or re-reading a score never copies a row's fields.
+Scored = tuple[tuple[Any, ...], float]
+
+
 class Candidate:
     """A memory competing for a place in the results: its candidate row (:data:`CANDIDATE_FIELDS`; its bm25 may
     follow), its bm25 (0.0 when it came from vectors or as a neighbour; lower is better), its relevance so far
@@ -138,13 +144,23 @@ class Candidate:
 _LATEST, _UNEXPIRED = "m.is_latest = 1", "(m.forget_after IS NULL OR m.forget_after > ?)"
 
 
-def _row_test(where: list[str], params: list[Any]) -> Callable[[tuple[Any, ...]], bool] | None:
-    """The filter conditions ``where`` as a test of a candidate row when they are only the default ones (latest,
-    unexpired; either, both or none), else None: the others stay SQL's."""
+def _default_filters(where: list[str], params: list[Any]) -> tuple[bool, Any] | None:
+    """The filter conditions ``where`` as ``(latest only, expired before)`` when they are only the default ones
+    (latest, unexpired; either, both or none; ``expired before`` is None when expired memories pass), else None:
+    the others stay SQL's."""
     latest, unexpired = _LATEST in where, _UNEXPIRED in where
     if len(where) != latest + unexpired or len(params) != unexpired:
         return None
-    now = params[0] if unexpired else None
+    return latest, params[0] if unexpired else None
+
+
+def _row_test(where: list[str], params: list[Any]) -> Callable[[tuple[Any, ...]], bool] | None:
+    """The filter conditions ``where`` as a test of a candidate row when they are only the default ones (latest,
+    unexpired; either, both or none), else None: the others stay SQL's."""
+    defaults = _default_filters(where, params)
+    if defaults is None:
+        return None
+    latest, now = defaults
 
     def passes(row: tuple[Any, ...]) -> bool:
         # SQL's `is_latest = 1` and `forget_after IS NULL OR forget_after > now` (is_latest is 0 or 1, forget_after
@@ -323,23 +339,23 @@ class SearchRepository:
         probe = _query_vector(query, embedder) if wants_vectors else None
         with self.ctx.read() as conn:
             self._sync(conn)
-            rows = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
+            scored = self._candidates(conn, query, terms, raw, where, params, pool, limit, tuning)
             covered = coverage.Coverage(len(terms), {})
             if not raw:
-                rows, covered = coverage.apply(rows, terms, tuning.coverage_weight, (_TITLE, _CONTENT, _TAGS), self._folds)
+                scored, covered = coverage.apply(scored, terms, tuning.coverage_weight, (_TITLE, _CONTENT, _TAGS), self._folds)
             fused: dict[int, float] = {}
             vector_rank: dict[int, int] = {}
             parts: dict[int, FusionParts] = {}
             if probe is not None:
-                rows, fused, vector_rank, parts = self._fuse_vectors(conn, rows, probe, where, params, pool, tuning)
-            if not rows:
+                scored, fused, vector_rank, parts = self._fuse_vectors(conn, scored, probe, where, params, pool, tuning)
+            if not scored:
                 return []
-            found = initial_relevance(rows, fused)
+            found = initial_relevance(scored, fused)
             through: dict[int, tuple[ExpansionTerm, ...]] = {}
             if not raw and tuning.expansion_weight > 0:
                 through = self._second_round(conn, found, terms, where, params, pool, tuning)
             self._add_neighbours(conn, found, where, params, limit, tuning)
-            add_session_share(found, rows, tuning)
+            add_session_share(found, scored, tuning)
             ranked = blend_retention(found, limit, bias, context, settings.decay, ts_from_dt(now), tuning)
         terms_shown = tuple(terms)  # the snippet is made when it is first read
         hits: list[Hit] = []
@@ -374,7 +390,7 @@ class SearchRepository:
         relevances, so the first round's best hit (1.0) is never passed. The words searched, by the id of each memory
         the round added or lifted."""
         ranked = [(c.row[_ID], c.relevance) for c in sorted(found.values(), key=lambda c: (-c.relevance, c.row[_ID]))]
-        rows, chosen = expansion.second_round(
+        scored, chosen = expansion.second_round(
             conn,
             ranked,
             terms,
@@ -383,12 +399,12 @@ class SearchRepository:
             max_terms=tuning.expansion_terms,
             max_matches=tuning.expansion_max_matches,
         )
-        if not rows:
+        if not scored:
             return {}
-        best = min(row[-1] for row in rows)
+        best = min(bm25 for _row, bm25 in scored)
         raised: dict[int, tuple[ExpansionTerm, ...]] = {}
-        for row in rows:
-            share = tuning.expansion_weight * (row[-1] / best if best < 0 else 0.0)
+        for row, bm25 in scored:
+            share = tuning.expansion_weight * (bm25 / best if best < 0 else 0.0)
             known = found.get(row[0])
             if known is None:
                 found[row[0]] = Candidate(row, 0.0, share)  # bm25 0.0: it did not match the query
@@ -412,9 +428,9 @@ class SearchRepository:
         pool: int,
         limit: int,
         tuning: SearchTuning,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[Scored]:
         """The best ``pool`` bm25 matches passing the filter, best first, as candidate rows
-        (:data:`CANDIDATE_FIELDS`) with their bm25 appended. A raw query is used as it is; otherwise the stages of
+        (:data:`CANDIDATE_FIELDS`) with their bm25 (:data:`Scored`). A raw query is used as it is; otherwise the stages of
         :func:`plan_query` run in order until one finds at least ``limit``: all terms, the rarer terms, any term."""
         if raw:
             return self._fts_rows(conn, clean_text(query.replace("\x00", " ")), where, params, pool, raw, tuning)
@@ -427,7 +443,7 @@ class SearchRepository:
             # strict stage can find enough, so that it runs only when it can. One statement, none once kept.
             cap = max(tuning.common_term_matches, limit) + 1
             *counts, together = self._match_counts(conn, [(t.fts(), cap) for t in terms] + [(match_expression(terms, "AND"), limit)])
-        rows: list[tuple[Any, ...]] = []
+        rows: list[Scored] = []
         for expression in plan_query(terms, counts, limit, tuning, together=together):
             # A later stage's matches include an earlier one's, so when it finds nothing the earlier found nothing.
             rows = self._fts_rows(conn, expression, where, params, pool, raw, tuning) or rows
@@ -479,8 +495,9 @@ class SearchRepository:
 
     def _fts_rows(
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, raw: bool, tuning: SearchTuning
-    ) -> list[tuple[Any, ...]]:
-        """The best ``pool`` matches of one FTS5 expression passing the filter, best first, bm25 appended."""
+    ) -> list[Scored]:
+        """The best ``pool`` matches of one FTS5 expression passing the filter, best first (ties to the lower id),
+        each with its bm25."""
         if is_postgres(conn):
             return self._server_fts_rows(conn, expression, where, params, pool, tuning)
         # Rank inside FTS5 first and read only the best few rows of `memories`: joining every match before the
@@ -489,28 +506,34 @@ class SearchRepository:
         # only, unexpired, layer, project) comes back without it. When fewer than `pool` survive and the window was
         # full, the query runs again over every match.
         window = pool + pool // 5 + 1  # room for a few rows the filters drop
-        # The weights are checked numbers (SearchTuning.from_dict), so formatting them into the SQL is safe.
-        weights = ", ".join(repr(float(w)) for w in (tuning.title_weight, tuning.content_weight, tuning.tags_weight, tuning.context_weight, tuning.dates_weight))
+        weights = _weights_sql(tuning.title_weight, tuning.content_weight, tuning.tags_weight, tuning.context_weight, tuning.dates_weight)
         columns = self._candidate_columns(conn)
         filters = _and(where)
         kept = self._rows
         # With rows kept from earlier searches the rows come from what is kept (the few not kept yet are read by id),
         # and the ranked window is joined to `memories` for the filters only, or not at all when the filters are
         # the default ones (latest, unexpired: tested on the kept rows). Else the window's whole rows are read.
-        passes = _row_test(where, params) if kept else None
-        if passes is not None:
-            ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?"
+        # Ties go to the lower id in SQL already (ORDER BY 2, 1), so the window is the same whichever plan SQLite
+        # picks, and rows taken from it in order are sorted.
+        defaults = _default_filters(where, params) if kept else None
+        if defaults is not None:
+            ranked_sql = f"SELECT rowid, bm25(memory_fts, {weights}) FROM memory_fts WHERE memory_fts MATCH ? ORDER BY 2, 1 LIMIT ?"
             ranked_args = [expression, window + 1]
         else:
             ranked_sql = (
                 f"SELECT {'m.id' if kept else columns}, f.score FROM (SELECT rowid, bm25(memory_fts, {weights}) AS score FROM memory_fts "
-                f"WHERE memory_fts MATCH ? ORDER BY 2 LIMIT ?) f LEFT JOIN memories m ON m.id = f.rowid{filters}"
+                f"WHERE memory_fts MATCH ? ORDER BY 2, 1 LIMIT ?) f LEFT JOIN memories m ON m.id = f.rowid{filters}"
             )
             ranked_args = [expression, window + 1, *params]
         try:
             ranked = conn.execute(ranked_sql, ranked_args).fetchall()
             # Each row is (*candidate columns or the id, score); the memory's id is None when the filters dropped it.
-            if passes is not None:
+            if defaults is not None:
+                fast = self._kept_passing(ranked[:window], pool, *defaults)
+                if fast is not None and (len(fast) == pool or len(ranked) <= window):
+                    return fast  # the usual case: every row kept, best first, the filters tested here
+                passes = _row_test(where, params)
+                assert passes is not None  # the filters are the default ones
                 rows = [row for row in self._kept_rows(conn, ranked[:window]) if passes(row)]
             elif kept:
                 rows = self._kept_rows(conn, [r for r in ranked[:window] if r[0] is not None])
@@ -524,7 +547,7 @@ class SearchRepository:
                 )
                 rows = [tuple(r) for r in conn.execute(sql, [expression, *params, pool]).fetchall()]
                 self._keep(rows)
-                return rows
+                return [(row, row[-1]) for row in rows]
         except db.sqlite.OperationalError as exc:
             err = db.classify(exc, self.ctx.path)
             # Any other complaint about a raw query ("unterminated string", "unknown special query") is the query's.
@@ -532,11 +555,11 @@ class SearchRepository:
                 raise QueryError(f"not a valid FTS5 query: {exc}") from None
             raise err from exc
         # Best first, ties to the lower id; each row carries its bm25 last.
-        return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
+        return [(row, row[-1]) for row in sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]]
 
     def _server_fts_rows(
         self, conn: db.Connection, expression: str, where: list[str], params: list[Any], pool: int, tuning: SearchTuning
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[Scored]:
         """:meth:`_fts_rows` on PostgreSQL: the best matches ranked by :mod:`memlens.postgres.fts` (FTS5's bm25 over
         FTS5's tokens), then their rows read and filtered here, the window widened until ``pool`` pass or the
         matches run out."""
@@ -561,7 +584,7 @@ class SearchRepository:
                 break
             window *= 4
         self._keep(rows)
-        return sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]
+        return [(row, row[-1]) for row in sorted(rows, key=lambda r: (r[-1], r[0]))[:pool]]
 
     def _keep(self, rows: list[tuple[Any, ...]]) -> None:
         """Keep candidate rows (bm25 last) for later searches, until the store changes (:meth:`_sync`) or they
@@ -574,6 +597,31 @@ class SearchRepository:
         self._rows_chars += size
         for row in rows:
             kept[row[0]] = row[:-1]
+
+    def _kept_passing(self, ranked: list[tuple[int, float]], pool: int, latest: bool, now: Any) -> list[Scored] | None:
+        """The first ``pool`` kept rows of ``ranked`` (``(id, bm25)`` pairs, best first) that pass the default
+        filters (:func:`_default_filters`: ``latest`` only, unexpired at ``now`` unless it is None), in that
+        order, with their bm25; None when one of them is not kept (:meth:`_kept_rows` then reads it). The tests
+        are SQL's ``is_latest = 1`` and ``forget_after IS NULL OR forget_after > now`` (is_latest is 0 or 1,
+        forget_after a REAL or NULL: the same comparisons in Python), and they stop at ``pool``: the rest would
+        be cut. No row is copied: copying a row touches every one of its fields, and the kept rows are seldom in
+        the CPU's cache after FTS5's ranking (2 us a row at 10k, a quarter of search's Python)."""
+        kept = self._rows
+        rows: list[Scored] = []
+        for memory_id, score in ranked:
+            row = kept.get(memory_id)
+            if row is None:
+                return None
+            if latest and row[_IS_LATEST] != 1:
+                continue
+            if now is not None:
+                expires = row[_FORGET_AFTER]
+                if expires is not None and not expires > now:
+                    continue
+            rows.append((row, score))
+            if len(rows) == pool:
+                break
+        return rows
 
     def _kept_rows(self, conn: db.Connection, ranked: list[tuple[int, float]]) -> list[tuple[Any, ...]]:
         """Candidate rows with their bm25 appended for ``(id, bm25)`` pairs, from the kept rows; those not kept yet
@@ -600,13 +648,13 @@ class SearchRepository:
     def _fuse_vectors(
         self,
         conn: db.Connection,
-        rows: list[tuple[Any, ...]],
+        rows: list[Scored],
         probe: tuple[str, np.ndarray],
         where: list[str],
         params: list[Any],
         pool: int,
         tuning: SearchTuning,
-    ) -> tuple[list[tuple[Any, ...]], dict[int, float], dict[int, int], dict[int, FusionParts]]:
+    ) -> tuple[list[Scored], dict[int, float], dict[int, int], dict[int, FusionParts]]:
         """The bm25 candidate ``rows`` fused with the ``pool`` nearest stored vectors by score: the rows with the
         vector-only candidates appended (their bm25 is 0.0), the fused relevance by id (1.0 for the best), each
         vector candidate's 1-based rank, and each candidate's :class:`FusionParts`.
@@ -625,32 +673,32 @@ class SearchRepository:
             return rows, {}, {}, {}
         vector_rank = {memory_id: rank for rank, (memory_id, _cosine) in enumerate(nearest, start=1)}
         cosine = dict(nearest)
-        known = {row[0] for row in rows}
+        known = {row[0] for row, _bm25 in rows}
         # bm25 candidates outside the nearest `pool` still have a cosine: read it (at most `pool` vectors).
         cosine.update(self._cosines(conn, probe, [memory_id for memory_id in known if memory_id not in cosine]))
         missing = [memory_id for memory_id, _cosine in nearest if memory_id not in known]
-        extra: list[tuple[Any, ...]] = []
+        extra: list[Scored] = []
         if missing:
             marks = ",".join("?" * len(missing))
-            by_id = {r[0]: r for r in conn.execute(f"SELECT {self._candidate_columns(conn)} FROM memories m WHERE m.id IN ({marks})", missing)}
-            extra = [(*by_id[memory_id], 0.0) for memory_id in missing if memory_id in by_id]
+            by_id = {r[0]: tuple(r) for r in conn.execute(f"SELECT {self._candidate_columns(conn)} FROM memories m WHERE m.id IN ({marks})", missing)}
+            extra = [(by_id[memory_id], 0.0) for memory_id in missing if memory_id in by_id]
         alpha = tuning.fusion_alpha
-        best_bm25 = min((row[-1] for row in rows), default=0.0)
+        best_bm25 = min((bm25 for _row, bm25 in rows), default=0.0)
         lowest, highest = min(cosine.values()), max(cosine.values())
         spread = highest - lowest
         parts: dict[int, FusionParts] = {}
-        for row in [*rows, *extra]:
+        for row, bm25 in [*rows, *extra]:
             memory_id = row[0]
             similarity = cosine.get(memory_id)
-            bm25_part = row[-1] / best_bm25 if best_bm25 < 0 else 0.0
+            bm25_part = bm25 / best_bm25 if best_bm25 < 0 else 0.0
             # All candidates equally similar: the vectors cannot tell them apart, so that part counts fully for each.
             cosine_part = 0.0 if similarity is None else (similarity - lowest) / spread if spread > 0 else 1.0
             parts[memory_id] = FusionParts(alpha, bm25_part, similarity, cosine_part)
-        fused_rows = [*rows, *(row for row in extra if parts[row[0]].value > 0.0)]
-        top = max((parts[row[0]].value for row in fused_rows), default=0.0)
+        fused_rows = [*rows, *(pair for pair in extra if parts[pair[0][0]].value > 0.0)]
+        top = max((parts[row[0]].value for row, _bm25 in fused_rows), default=0.0)
         if not top > 0.0:
             return rows, {}, {}, {}
-        return fused_rows, {row[0]: parts[row[0]].value / top for row in fused_rows}, vector_rank, parts
+        return fused_rows, {row[0]: parts[row[0]].value / top for row, _bm25 in fused_rows}, vector_rank, parts
 
     def _nearest_vectors(
         self, conn: db.Connection, probe: tuple[str, np.ndarray], where: list[str], params: list[Any], pool: int
@@ -812,6 +860,13 @@ class SearchRepository:
 # stage 1's plan -------------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=64)
+def _weights_sql(*weights: float) -> str:
+    """bm25's column weights as SQL arguments. They are checked numbers (SearchTuning.from_dict), so formatting
+    them into the SQL is safe; kept by value, since formatting five floats cost as much as ranking five rows."""
+    return ", ".join(repr(float(w)) for w in weights)
+
+
 def plan_query(terms: list[QueryTerm], counts: list[int], limit: int, tuning: SearchTuning, *, together: int | None = None) -> list[str]:
     """The FTS5 expressions stage 1 tries, in order, each run only while the ones before found fewer than
     ``limit``: all terms (AND), then OR over the selective terms (those matching at most ``common_term_matches``
@@ -840,43 +895,51 @@ def plan_query(terms: list[QueryTerm], counts: list[int], limit: int, tuning: Se
 # stages 1-2 to 3: relevance ------------------------------------------------------------------------------------
 
 
-def initial_relevance(rows: list[tuple[Any, ...]], fused: dict[int, float]) -> dict[int, Candidate]:
+def initial_relevance(scored: list[Scored], fused: dict[int, float]) -> dict[int, Candidate]:
     """The candidates by id with their first relevance: the fused relevance when vectors took part, else bm25
     normalised to the best row (1.0 for the best; bm25 is negative, better when lower)."""
-    best = min(r[-1] for r in rows)
+    best = min(bm25 for _row, bm25 in scored)
     found: dict[int, Candidate] = {}
-    for row in rows:
-        bm25 = row[-1]
-        relevance = fused[row[0]] if fused else bm25 / best if best < 0 else 0.0
-        found[row[0]] = Candidate(row, bm25, relevance)
+    for row, bm25 in scored:
+        memory_id = row[0]
+        relevance = fused[memory_id] if fused else bm25 / best if best < 0 else 0.0
+        found[memory_id] = Candidate(row, bm25, relevance)
     return found
 
 
 # stage 4: session share ----------------------------------------------------------------------------------------
 
 
-def add_session_share(found: dict[int, Candidate], rows: list[tuple[Any, ...]], tuning: SearchTuning) -> None:
-    """Give every candidate ``session_share`` of its session's summed relevance (over the search's own candidate
-    ``rows``, not the neighbours), normalised to the best session; then normalise relevance to the best again.
+def add_session_share(found: dict[int, Candidate], scored: list[Scored], tuning: SearchTuning) -> None:
+    """Give every candidate ``session_share`` of its session's summed relevance (over the search's own candidates
+    ``scored``, not the neighbours), normalised to the best session; then normalise relevance to the best again.
 
     Sessions are documents, memories their passages: a session in which several memories match is about the query.
     A memory without a session is a document of its own.
     """
     session_sum: dict[tuple[str, Any], float] = {}
-    for row in rows:
+    for row, _bm25 in scored:
         candidate = found[row[0]]
-        session_sum[candidate.document] = session_sum.get(candidate.document, 0.0) + candidate.relevance
+        document = candidate.document
+        session_sum[document] = session_sum.get(document, 0.0) + candidate.relevance
     top_session = max(session_sum.values(), default=0.0)
     if top_session <= 0.0:
         return
+    share = tuning.session_share
+    # The best relevance found in the same pass, kept as max() keeps it (the first of equals).
+    top_relevance: float | None = None
     for candidate in found.values():
-        candidate.relevance = candidate.relevance + tuning.session_share * session_sum.get(candidate.document, 0.0) / top_session
-    top_relevance = max(c.relevance for c in found.values())
+        relevance = candidate.relevance = candidate.relevance + share * session_sum.get(candidate.document, 0.0) / top_session
+        if top_relevance is None or relevance > top_relevance:
+            top_relevance = relevance
+    assert top_relevance is not None  # found holds the candidates
     for candidate in found.values():
         candidate.relevance = candidate.relevance / top_relevance
 
 
 # stage 5: retention blend --------------------------------------------------------------------------------------
+
+_relevance = attrgetter("relevance")
 
 
 def blend_retention(
@@ -889,14 +952,16 @@ def blend_retention(
     (:func:`memlens.decay.composite_score_at`); a memory carrying none of the ``context`` tags then keeps only
     ``context_factor`` of its score (the fourth value is what it lost).
     """
-    ranked: list[tuple[float, float, int, Candidate, float, float]] = []
+    # (-score, bm25, -id, score, ...): sorted as tuples (ids are unique, so the comparison ends by the id) instead
+    # of through a key function.
+    ranked: list[tuple[float, float, int, float, Candidate, float, float]] = []
     kth_best = -math.inf
     best_scores: list[float] = []  # a min-heap of the `limit` best scores so far
     # The composite score from the candidate row's numbers; the text part comes stored (or computed in SQL) as
     # text_importance, so no candidate's text is read here.
     retention_of = decay.retention_scorer(config, now)
     keep = 1.0 - bias
-    for candidate in sorted(found.values(), key=lambda c: -c.relevance):
+    for candidate in sorted(found.values(), key=_relevance, reverse=True):  # reverse keeps equals in order too
         relevance, row = candidate.relevance, candidate.row
         if keep * relevance + bias < kth_best:
             break  # even a perfect retention score could not lift this one (or any after it) into the results
@@ -910,7 +975,7 @@ def blend_retention(
         if context and not context.intersection(json.loads(row[_TAGS])):
             penalty = (1.0 - tuning.context_factor) * score
             score -= penalty
-        ranked.append((score, candidate.bm25, row[_ID], candidate, retention, penalty))
+        ranked.append((-score, candidate.bm25, -row[_ID], score, candidate, retention, penalty))
         if len(best_scores) < limit:
             heapq.heappush(best_scores, score)
             if len(best_scores) == limit:
@@ -918,8 +983,8 @@ def blend_retention(
         else:
             heapq.heappushpop(best_scores, score)
             kth_best = best_scores[0]
-    ranked.sort(key=lambda r: (-r[0], r[1], -r[2]))
-    return [(score, candidate, retention, penalty) for score, _bm25, _id, candidate, retention, penalty in ranked[:limit]]
+    ranked.sort()
+    return [(score, candidate, retention, penalty) for _key, _bm25, _id, score, candidate, retention, penalty in ranked[:limit]]
 
 
 # stage 2's similarity -----------------------------------------------------------------------------------------
