@@ -3,6 +3,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SRC := $(wildcard core gui)
+# pytest-xdist workers for `make test` (one per core); `make test TEST_WORKERS=0` runs the suite in one process.
+TEST_WORKERS ?= auto
 
 .PHONY: app test lint typecheck screenshots bench locomo system-deps clean
 
@@ -23,7 +25,7 @@ app: $(STAMP)
 ## Install everything, then run the tests, the linter and the type checker.
 test: $(STAMP)
 	bash .ci/system-deps --tests
-	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal
 	$(VENV)/bin/ruff check $(SRC) tests
 	$(MAKE) --no-print-directory typecheck
 
