@@ -461,7 +461,6 @@ def _tail_reads(conn: Connection) -> Iterator[str]:
 
 #: How long the check on open keeps retrying while another process changes the schema (a new store's migrations).
 SCHEMA_RETRY_SECONDS = 5.0
-_SQLITE_SCHEMA = 17
 
 
 def check_pages(conn: Connection) -> str | None:
@@ -477,7 +476,7 @@ def check_pages(conn: Connection) -> str | None:
         try:
             return _check_pages_once(conn)
         except sqlite.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != _SQLITE_SCHEMA or time.monotonic() >= deadline:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite.SQLITE_SCHEMA or time.monotonic() >= deadline:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
