@@ -391,7 +391,7 @@ QUICK_CHECK_MAX_PAGES = 2048
 #: The newest rows of each rowid table read by the tail check: pages written last sit at the end of the file.
 TAIL_ROWS = 256
 #: The last rows, in key order, of each WITHOUT ROWID table read by the tail check: all of a small one
-#: (token_stats, memory_tags, relations, the FTS term indexes), whose newest pages are spread over its keys.
+#: (memory_tags, relations, the FTS term indexes), whose newest pages are spread over its keys.
 KEY_TAIL_ROWS = 20_000
 #: The last entries, in key order, of each index read by the tail check (an index leaf holds ~100 of them).
 INDEX_TAIL_ROWS = 1024
@@ -491,7 +491,7 @@ def _check_pages_once(conn: Connection) -> str | None:
     reads, through ordinary queries, the pages most likely to be hit, the ones written last:
 
     * of every rowid table (FTS shadow tables included), the TAIL_ROWS rows of highest rowid;
-    * of every WITHOUT ROWID table (token_stats, memory_tags, relations, the FTS ``_idx`` and ``_config`` tables),
+    * of every WITHOUT ROWID table (memory_tags, relations, the FTS ``_idx`` and ``_config`` tables),
       the last KEY_TAIL_ROWS rows in primary-key order, so the whole of any smaller table;
     * of every index (partial ones through their WHERE clause), the last INDEX_TAIL_ROWS entries in key order.
 

@@ -3,7 +3,7 @@
 * :func:`backup` copies a store with SQLite's online backup API from a connection of its own, so it is a
   consistent snapshot of what was committed even while an agent keeps writing, and it never blocks that agent.
 * :func:`doctor` looks at a store without changing it: SQLite's integrity check, the FTS5 index's own check and
-  whether it agrees with the memories table, the supersede index and its token counts, the tag index, orphaned
+  whether it agrees with the memories table, the supersede index (and each memory's token count), the tag index, orphaned
   rows, version chains (exactly one latest each), the audit hash chain, the schema version and the file's
   permissions. ``repair=True`` then rebuilds what is derived (the indexes, orphans, chains, missing tables) in one
   transaction, records one ``repair`` audit entry saying what changed, and checks again.
@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import stat
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -44,7 +43,6 @@ _RECREATABLE = {
     "memory_tags": "rebuilt from the memories' tags",
     "audit_targets": "rebuilt from the audit entries",
     "audit": "earlier audit history is lost; a first entry records that it went missing",
-    "token_stats": "rebuilt from the latest memories",
 }
 
 
@@ -307,7 +305,7 @@ def _run_checks(conn: db.Connection, path: Path) -> list[Check]:
         return checks
     steps: list[tuple[str, Callable[[], Check], set[str]]] = [
         ("fts", lambda: _check_fts(conn), {"memories"}),
-        ("supersede_index", lambda: _check_supersede_index(conn), {"memories", "token_stats"}),
+        ("supersede_index", lambda: _check_supersede_index(conn), {"memories"}),
         ("tags_index", lambda: _check_tags_index(conn), {"memories", "memory_tags"}),
         ("orphans", lambda: _check_orphans(conn, tables), {"memories"}),
         ("sessions", lambda: _check_sessions(conn), {"memories", "sessions"}),
@@ -358,7 +356,7 @@ def _check_schema(conn: db.Connection, path: Path) -> tuple[Check, set[str]]:
         ), tables
     if version < schema.SCHEMA_VERSION:
         return Check("schema", True, f"schema {version}: upgraded to {schema.SCHEMA_VERSION} the next time memlens opens it for writing"), tables
-    expected = set(schema.REQUIRED_TABLES) | {"token_stats", *schema.FTS_TABLES}
+    expected = set(schema.REQUIRED_TABLES) | set(schema.FTS_TABLES)
     missing = sorted(expected - tables)
     triggers = {name for name, kind in rows if kind == "trigger"}
     missing_triggers = sorted(_expected_triggers() - triggers)
@@ -382,7 +380,7 @@ def _expected_triggers() -> set[str]:
     return names
 
 
-_DERIVED_PREFIXES = ("memory_fts", "similarity_index", "token_stats")
+_DERIVED_PREFIXES = ("memory_fts", "similarity_index")
 
 
 def _check_integrity(conn: db.Connection) -> Check:
@@ -514,24 +512,15 @@ def _check_supersede_index(conn: db.Connection) -> Check:
     if differing:
         problems.append(f"the supersede index disagrees with {differing} memories: " + ", ".join(examples))
         count += differing
-    want: Counter[str] = Counter()
-    wrong_counts = []
-    for memory_id, keys, n in _latest_keys(conn):
-        want.update(keys.split())
-        wrong_counts.append((memory_id, n))
+    wrong_counts = [(memory_id, n) for memory_id, _keys, n in _latest_keys(conn)]
     stored_counts = dict(conn.execute("SELECT id, token_count FROM memories WHERE is_latest = 1").fetchall())
     bad_token_count = [mid for mid, n in wrong_counts if stored_counts.get(mid) != n]
     if bad_token_count:
         problems.append(f"{len(bad_token_count)} latest memories have a wrong token count: " + ", ".join(f"#{i}" for i in bad_token_count[:MAX_EXAMPLES]))
         count += len(bad_token_count)
-    have = dict(conn.execute("SELECT key, df FROM token_stats").fetchall())
-    bad_keys = [k for k in set(want) | set(have) if want.get(k, 0) != have.get(k, 0)]
-    if bad_keys:
-        problems.append(f"{len(bad_keys)} token counts disagree with the latest memories")
-        count += len(bad_keys)
     if problems:
         return _failed("supersede_index", problems, count)
-    return Check("supersede_index", True, f"the supersede index and its {len(have)} token counts agree with the {len(wrong_counts)} latest memories")
+    return Check("supersede_index", True, f"the supersede index agrees with the {len(wrong_counts)} latest memories")
 
 
 def _check_tags_index(conn: db.Connection) -> Check:
@@ -672,7 +661,7 @@ def _repair(conn: db.Connection, path: Path, checks: list[Check], now: datetime)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         audit_recreated = False
-        for table in [*schema.REQUIRED_TABLES, "token_stats", *schema.FTS_TABLES]:
+        for table in [*schema.REQUIRED_TABLES, *schema.FTS_TABLES]:
             if table in tables:
                 continue
             for sql in _statements_for(table):
@@ -711,8 +700,8 @@ def _repair(conn: db.Connection, path: Path, checks: list[Check], now: datetime)
             n = _rebuild_fts(conn, fts_secure)
             repairs.append(f"rebuilt the full-text index from {n} memories")
         if failed & {"supersede_index", "integrity"}:
-            n, keys = _rebuild_supersede_index(conn, fts_secure)
-            repairs.append(f"rebuilt the supersede index from {n} latest memories ({keys} token counts)")
+            n = _rebuild_supersede_index(conn, fts_secure)
+            repairs.append(f"rebuilt the supersede index from {n} latest memories")
         if "permissions" in failed:
             # Last before the audit entry: a file that cannot be changed has already failed the writes above.
             for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
@@ -767,9 +756,8 @@ def _rebuild_fts(conn: db.Connection, secure: bool) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
 
 
-def _rebuild_supersede_index(conn: db.Connection, secure: bool) -> tuple[int, int]:
+def _rebuild_supersede_index(conn: db.Connection, secure: bool) -> int:
     _recreate_fts(conn, "similarity_index", secure)
-    conn.execute("DELETE FROM token_stats")
     rows: list[tuple[int, frozenset[str]]] = []
     n = 0
     last = 0
@@ -782,8 +770,7 @@ def _rebuild_supersede_index(conn: db.Connection, secure: bool) -> tuple[int, in
         conn.executemany("UPDATE memories SET token_count = ? WHERE id = ? AND token_count != ?", [(len(t), mid, len(t)) for mid, t in rows])
         n += len(batch)
         last = batch[-1][0]
-    keys = conn.execute("SELECT COUNT(*) FROM token_stats").fetchone()[0]
-    return n, int(keys)
+    return n
 
 
 def _rebuild_tags(conn: db.Connection) -> int:
@@ -926,19 +913,10 @@ def _check_server_supersede_index(conn: db.Connection) -> Check:
     want = {memory_id: keys for memory_id, keys, _n in _latest_keys(conn) if keys}
     have = dict(conn.execute("SELECT rowid, keys FROM similarity_index").fetchall())
     differing = sorted(i for i in set(want) | set(have) if want.get(i) != have.get(i))
-    counted: Counter[str] = Counter()
-    for keys in want.values():
-        counted.update(keys.split())
-    stats = dict(conn.execute("SELECT key, df FROM token_stats").fetchall())
-    bad_keys = [k for k in set(counted) | set(stats) if counted.get(k, 0) != stats.get(k, 0)]
-    problems = []
     if differing:
-        problems.append(f"the supersede index disagrees with {len(differing)} memories: " + ", ".join(f"#{i}" for i in differing[:MAX_EXAMPLES]))
-    if bad_keys:
-        problems.append(f"{len(bad_keys)} token counts disagree with the latest memories")
-    if problems:
-        return _failed("supersede_index", problems, len(differing) + len(bad_keys))
-    return Check("supersede_index", True, f"the supersede index and its {len(stats)} token counts agree with the {len(want)} latest memories")
+        problem = f"the supersede index disagrees with {len(differing)} memories: " + ", ".join(f"#{i}" for i in differing[:MAX_EXAMPLES])
+        return _failed("supersede_index", [problem], len(differing))
+    return Check("supersede_index", True, f"the supersede index agrees with the {len(want)} latest memories")
 
 
 def _check_server_tags(conn: db.Connection) -> Check:
@@ -1013,10 +991,9 @@ def _repair_server(store: Any, checks: list[Check]) -> list[str]:
     if "supersede_index" in failed:
         with store.ctx.write() as c:
             c.execute("DELETE FROM similarity_index")
-            c.execute("DELETE FROM token_stats")
             latest = c.execute("SELECT id, content FROM memories WHERE is_latest = 1 ORDER BY id").fetchall()
             supersede.index_latest_many(c, [(mid, frozenset(similarity_tokens(content))) for mid, content in latest])
-        repairs.append("rebuilt the supersede index and its token counts")
+        repairs.append("rebuilt the supersede index")
     for name, fix in (("chains", _repair_chains), ("orphans", _repair_orphans), ("sessions", _repair_sessions)):
         if name in failed:
             with store.ctx.write() as c:

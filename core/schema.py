@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: "MLNS" — marks the file as a memlens store for `PRAGMA application_id`.
 APPLICATION_ID = 0x4D4C4E53
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 REQUIRED_TABLES = ("memories", "sessions", "relations", "audit", "audit_targets", "access_log", "memory_tags", "meta", "forgotten", "memory_vectors")
 FTS_TABLES = ("memory_fts", "similarity_index")
@@ -198,13 +198,7 @@ _V1 = [
     """,
     # Supersede candidates: the similarity-token keys of *latest* memories only (see core/supersede.py).
     "CREATE VIRTUAL TABLE similarity_index USING fts5(keys, content='', detail=none, tokenize='ascii')",
-    # How many latest memories hold each token key: lets supersede probe its rarest tokens first.
-    """
-    CREATE TABLE token_stats (
-        key TEXT PRIMARY KEY,
-        df  INTEGER NOT NULL
-    ) WITHOUT ROWID
-    """,
+    # (Schemas 1 to 11 kept ``token_stats`` here, a count of the latest memories holding each key; schema 12 drops it.)
 ]
 
 # Version 2: tombstones of forgotten memories (hashes and source ids, never text), so an import of an older file
@@ -417,4 +411,13 @@ _V11 = [
     """,
 ]
 
-MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9), (10, _V10), (11, _V11)]
+# Version 12: no ``token_stats`` (how many latest memories held each similarity key, one counter per key). Its
+# readers rank keys by rarity, which a capped count from the supersede index itself tells as well
+# (memlens.supersede.holder_counts); keeping it cost a remember at a million memories 22 of the 53 pages it
+# committed, its ~40 counters being scattered over the table's b-tree by the keys' hashes. It is derived data:
+# nothing is lost with it.
+_V12 = ["DROP TABLE IF EXISTS token_stats"]
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8), (9, _V9), (10, _V10), (11, _V11), (12, _V12),
+]  # fmt: skip

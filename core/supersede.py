@@ -6,9 +6,10 @@ superseded; in (advisory, threshold] it is reported as "similar to".
 
 Exactness without a scan (prefix filtering): if J(x, y) > t then |x ∩ y| > t·|x|, so y must contain at least one
 of *any* ``|x| - o_min + 1`` tokens of x, where ``o_min`` is the smallest overlap that can pass. The similarity
-index holds every token of every latest memory, so we may pick the rarest tokens of x (by the df counts kept in
-``token_stats``) as that prefix: the candidates are exactly the memories holding one of them, and the real
-Jaccard is then computed for each survivor of a cheap upper bound. The answer equals a full scan's.
+index holds every token of every latest memory, so we may pick the rarest tokens of x (by how many memories hold
+each, :meth:`memlens.supersede_postings.SimilarityPostings.doc_frequencies`) as that prefix: the candidates are
+exactly the memories holding one of them, and the real Jaccard is then computed for each survivor of a cheap upper
+bound. The answer equals a full scan's. Any prefix would be exact; the rarest one is merely the cheapest.
 
 Speed at a million: the postings are read from a copy of the index held in memory
 (:class:`memlens.supersede_postings.SimilarityPostings`, one per open store, checked against the store's change log
@@ -20,14 +21,19 @@ discards nearly all of them; only the few left are looked up and compared.
 Writers: whatever makes a memory latest or stops it being latest calls :func:`index_latest`,
 :func:`index_latest_many` (bulk, e.g. an import, also in a deferred pass after the rows are inserted),
 :func:`unindex_latest` or :func:`unindex_latest_many` (bulk, a forget of many), inside the same transaction; they
-keep the FTS5 index, the token counts and the change log.
+keep the FTS5 index and the change log.
+
+How many memories hold a key is read from the index itself (:func:`holder_counts`, counted up to a cap), not kept
+in a table of counts: until schema 12 a ``token_stats`` table held one counter per key, and updating the ~40
+counters of a new memory, scattered over that table's b-tree by the keys' hashes, wrote 22 of the 53 pages a
+remember at a million memories commits (README, footnote 12). Its readers need a count only to tell a rare key
+from a common one, which a capped count tells as well.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -87,60 +93,63 @@ def log_changes(conn: Connection, memory_ids: Sequence[int], latest: bool) -> No
 
 
 def index_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> None:
-    """Add a memory that just became latest to the supersede index and the token counts."""
+    """Add a memory that just became latest to the supersede index."""
     index_latest_many(conn, [(memory_id, tokens)])
 
 
 def index_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]]]) -> None:
-    """Bulk form of :func:`index_latest`: one counter update per distinct key for the whole batch."""
-    counts: Counter[str] = Counter()
-    payload = []
-    for memory_id, tokens in rows:
-        if not tokens:
-            continue
-        text = keys_text(tokens)
-        payload.append((memory_id, text))
-        counts.update(text.split())
-    index_keys(conn, payload, list(counts.items()))
+    """Bulk form of :func:`index_latest` (an import, a rebuild): the rows in one go, their joining logged together."""
+    index_keys(conn, [(memory_id, keys_text(tokens)) for memory_id, tokens in rows if tokens])
 
 
-def index_keys(conn: Connection, payload: Sequence[tuple[int, str]], key_counts: Sequence[tuple[str, int]]) -> None:
+def index_keys(conn: Connection, payload: Sequence[tuple[int, str]]) -> None:
     """The writes of :func:`index_latest_many` from keys made ahead (a bulk import makes them where it prepares its
-    records): ``payload`` is each memory's id and :func:`keys_text` of its tokens (none without tokens),
-    ``key_counts`` how many of them hold each key."""
+    records): ``payload`` is each memory's id and :func:`keys_text` of its tokens (none without tokens)."""
     conn.executemany("INSERT INTO similarity_index(rowid, keys) VALUES (?, ?)", payload)
-    conn.executemany(
-        "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = token_stats.df + excluded.df",
-        key_counts,
-    )
     log_changes(conn, [memory_id for memory_id, _ in payload], True)
 
 
 def unindex_latest(conn: Connection, memory_id: int, tokens: frozenset[str]) -> None:
-    """Remove a memory that stopped being latest (superseded, forgotten) from the index and the counts."""
+    """Remove a memory that stopped being latest (superseded, forgotten) from the index."""
     unindex_latest_many(conn, [(memory_id, tokens)])
 
 
 def unindex_latest_many(conn: Connection, rows: Sequence[tuple[int, frozenset[str]]]) -> None:
-    """Bulk form of :func:`unindex_latest` (a bulk forget): one counter update per distinct key for the whole
-    batch, and the memories' leaving logged together (from ``BULK_RESET`` of them, as one "rebuild" row)."""
-    counts: Counter[str] = Counter()
-    payload = []
-    for memory_id, tokens in rows:
-        if not tokens:
-            continue
-        text = keys_text(tokens)
-        payload.append((memory_id, text))
-        counts.update(text.split())
+    """Bulk form of :func:`unindex_latest` (a bulk forget): the memories' leaving logged together (from
+    ``BULK_RESET`` of them, as one "rebuild" row)."""
+    payload = [(memory_id, keys_text(tokens)) for memory_id, tokens in rows if tokens]
     if not payload:
         return
     if is_postgres(conn):
         conn.executemany("DELETE FROM similarity_index WHERE rowid = ?", [(memory_id,) for memory_id, _ in payload])
     else:
+        # A contentless FTS5 table forgets a row only when told the terms it was indexed with.
         conn.executemany("INSERT INTO similarity_index(similarity_index, rowid, keys) VALUES ('delete', ?, ?)", payload)
-    conn.executemany("UPDATE token_stats SET df = df - ? WHERE key = ?", [(n, k) for k, n in counts.items()])
-    conn.executemany("DELETE FROM token_stats WHERE key = ? AND df <= 0", [(k,) for k in counts])
     log_changes(conn, [memory_id for memory_id, _ in payload], False)
+
+
+#: Keys counted in one statement by :func:`holder_counts` (two bound values each).
+_COUNTED_PER_STATEMENT = 200
+
+
+def holder_counts(conn: Connection, keys: Sequence[str], cap: int) -> list[int]:
+    """How many latest memories hold each of ``keys`` (:func:`memlens.text.token_key` keys), counted up to ``cap``:
+    exact below it, ``cap`` meaning "at least that many".
+
+    Read from the supersede index itself, as search counts its terms: a count stops at the cap, so a key every
+    memory holds costs no more than a rare one. One statement per ``_COUNTED_PER_STATEMENT`` keys."""
+    if is_postgres(conn):
+        one = "(SELECT count(*) FROM (SELECT 1 FROM similarity_index WHERE string_to_array(keys, ' ') @> ARRAY[?::text] LIMIT ?) AS held)"
+    else:
+        one = "(SELECT count(*) FROM (SELECT 1 FROM similarity_index WHERE similarity_index MATCH ? LIMIT ?) AS held)"
+    counts: list[int] = []
+    for start in range(0, len(keys), _COUNTED_PER_STATEMENT):
+        chunk = keys[start : start + _COUNTED_PER_STATEMENT]
+        args: list[object] = []
+        for key in chunk:
+            args += [key, cap]
+        counts.extend(int(n) for n in conn.execute("SELECT " + ", ".join([one] * len(chunk)), args).fetchone())
+    return counts
 
 
 @functools.lru_cache(maxsize=4096)

@@ -50,6 +50,9 @@ APPLY_BATCH = 2000
 STATE_KEY = "sweep_state"
 
 _CHUNK = 500
+#: How far :meth:`StoreView.similar_to` counts a token's holders to rank it: a duplicate check probes about a tenth
+#: of a text's tokens, the rarest, and a store's rare tokens are held by far fewer memories than this.
+SIMILAR_TO_COUNT_CAP = 1000
 
 if TYPE_CHECKING:
     from memlens.store import MemoryStore
@@ -333,7 +336,10 @@ class StoreView:
         """See :meth:`memlens.rules.SweepView.similar_to`.
 
         Prefix filtering, as in :mod:`memlens.supersede`: a set with similarity above t shares more than t·|x| tokens
-        with x, so it holds at least one of any |x| - ceil(t·|x|) + 1 of x's tokens; the rarest ones are probed.
+        with x, so it holds at least one of any |x| - ceil(t·|x|) + 1 of x's tokens. Any such prefix is exact; the
+        rarest tokens are probed because they find the fewest candidates. Rarity is counted up to
+        ``SIMILAR_TO_COUNT_CAP`` (:func:`memlens.supersede.holder_counts`): tokens past it rank by their text.
+        A token held by one memory at most (the subject itself) finds nothing and is not probed.
         """
         if not tokens:
             return set()
@@ -341,12 +347,9 @@ class StoreView:
         min_overlap = max(1, math.ceil(threshold * size - 1e-9))
         prefix_len = size - min_overlap + 1
         keys = sorted({token_key(t) for t in tokens})
-        df: dict[str, int] = {}
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            df.update(self.conn.execute(f"SELECT key, df FROM token_stats WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall())
-        ordered = sorted(tokens, key=lambda t: (df.get(token_key(t), 0), t))
-        probe = sorted({token_key(t) for t in ordered[:prefix_len] if df.get(token_key(t), 0) > 1})
+        df = dict(zip(keys, supersede.holder_counts(self.conn, keys, SIMILAR_TO_COUNT_CAP), strict=True))
+        ordered = sorted(tokens, key=lambda t: (df[token_key(t)], t))
+        probe = sorted({token_key(t) for t in ordered[:prefix_len] if df[token_key(t)] > 1})
         found: set[int] = set()
         # The memories holding each key: FTS5's MATCH in SQLite, the keys' GIN index on a server.
         holding = (

@@ -133,14 +133,16 @@ def found_when_damaged(healthy: Path, pageno: int) -> str | None:
 
 
 def test_the_bounded_check_reads_the_pages_a_without_rowid_table_wrote_last(db_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """token_stats (WITHOUT ROWID, keyed by token) gets its newest pages all over its keys, at the end of the file."""
+    """memory_tags (WITHOUT ROWID, keyed by tag) gets its newest pages all over its keys, at the end of the file."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
-    build(db_path)
+    with MemoryStore.open(db_path) as store:
+        # Tags in no order of the memories' (7919 is prime to 3000): each batch's rows land all over the b-tree.
+        store.remember_many(({"content": f"memory number {i} about caches", "tags": [f"tag-{i * 7919 % 3000:04d}-long-enough"]} for i in range(3000)), now=T0)
     monkeypatch.setattr(db, "QUICK_CHECK_MAX_PAGES", 16)
-    pages = sorted(leaves(db_path, "token_stats"), reverse=True)
+    pages = sorted(leaves(db_path, "memory_tags"), reverse=True)
     assert len(pages) >= 3
-    for pageno, _path in pages[:3]:  # the last three pages of the file that hold token_stats rows
-        assert found_when_damaged(db_path, pageno), f"damage in token_stats page {pageno} went unnoticed"
+    for pageno, _path in pages[:3]:  # the last three pages of the file that hold memory_tags rows
+        assert found_when_damaged(db_path, pageno), f"damage in memory_tags page {pageno} went unnoticed"
 
 
 def test_the_bounded_check_reads_the_last_pages_of_every_index(db_path: Path, monkeypatch: pytest.MonkeyPatch):

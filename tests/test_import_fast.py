@@ -4,7 +4,7 @@
 executemany with the per-row trigger dropped inside the transaction, and (for big loads) records prepared in a
 worker process. Each test writes the same input twice, once the fast way and once through the reference path
 (the trigger, in this process), and compares every table that matters: the rows, the full-text index term by term,
-the similarity index and its token counts, tags, sessions and the audit entries.
+the similarity index, tags, sessions and the audit entries.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _dump(store: MemoryStore) -> dict[str, Any]:
     """Everything an import writes, in a comparable form (the audit entries without their hashes and seals)."""
     conn = store.conn
     out: dict[str, Any] = {}
-    for table, order in (("memories", "id"), ("memory_tags", "tag, memory_id"), ("token_stats", "key"), ("sessions", "id"),
+    for table, order in (("memories", "id"), ("memory_tags", "tag, memory_id"), ("sessions", "id"),
                          ("relations", "src_id, dst_id, kind"), ("access_log", "memory_id, at")):  # fmt: skip
         out[table] = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
     conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_terms USING fts5vocab(main, memory_fts, instance)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,6 @@ def _similarity_state(store: MemoryStore) -> dict[str, Any]:
     conn = store.conn
     shadow = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'similarity_index_%' AND type = 'table'")]
     out = {name: conn.execute(f"SELECT * FROM {name} ORDER BY 1, 2").fetchall() for name in shadow}
-    out["token_stats"] = conn.execute("SELECT * FROM token_stats ORDER BY key").fetchall()
     # The change log without its random tag (each row's own, never the same twice).
     out["similarity_changes"] = conn.execute("SELECT seq, memory_id, latest FROM similarity_changes ORDER BY seq").fetchall()
     return out
@@ -54,35 +52,28 @@ def _similarity_state(store: MemoryStore) -> dict[str, Any]:
 
 @pytest.mark.parametrize("count", [3, 400, supersede.BULK_RESET + 5])
 def test_index_keys_writes_what_index_latest_many_writes(tmp_path: Path, count: int) -> None:
-    """The bulk writer's similarity index (its FTS5 tables byte for byte), token counts and change log equal
-    supersede's, from the keys and counts prepare_batch made; memories without tokens are left out on both."""
+    """The bulk writer's similarity index (its FTS5 tables byte for byte) and change log equal supersede's, from
+    the keys prepare_batch made; memories without tokens are left out on both."""
     samples = _texts()
     records = [{"content": _content(samples[(i + 4) % len(samples)])} for i in range(count)]
     batch = memories.prepare_batch((0, records), now=T0, cfg=decay.DecayConfig())
     ids = range(1, count + 1)
     reference, fast = _stores(tmp_path)
     with reference, fast:
-        for store in (reference, fast):
-            with store.ctx.write() as conn:
-                conn.execute("INSERT INTO token_stats(key, df) VALUES (?, 2)", (supersede.keys_text(["alpha"]),))  # an existing count grows
         with reference.ctx.write() as conn:
             supersede.index_latest_many(conn, [(i, text.similarity_tokens(row[3])) for i, row in zip(ids, batch.rows, strict=True)])
         with fast.ctx.write() as conn:
-            supersede.index_keys(conn, [(i, keys) for i, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
+            supersede.index_keys(conn, [(i, keys) for i, keys in zip(ids, batch.keys, strict=True) if keys])
         expected = _similarity_state(reference)
         assert _similarity_state(fast) == expected
-        assert expected["similarity_index_data"] and len(expected["token_stats"]) > 1
+        assert expected["similarity_index_data"] and expected["similarity_changes"]
 
 
-def test_prepared_keys_are_keys_text_of_the_tokens_and_counted_in_order() -> None:
+def test_prepared_keys_are_keys_text_of_the_tokens() -> None:
     records = [{"content": _content(sample)} for sample in _texts()]
     batch = memories.prepare_batch((0, records), now=T0, cfg=decay.DecayConfig())
     tokens = [text.similarity_tokens(row[3]) for row in batch.rows]  # the stored content (checked, redacted)
     assert batch.keys == [supersede.keys_text(t) for t in tokens]
-    counts: Counter[str] = Counter()
-    for keys in batch.keys:
-        counts.update(keys.split())
-    assert batch.key_counts == list(counts.items())
     assert [row[16] for row in batch.rows] == [len(t) for t in tokens]  # token_count
     assert "" in batch.keys and any(batch.keys)
 

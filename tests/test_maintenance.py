@@ -76,7 +76,6 @@ def test_healthy_store_passes_every_check_and_doctor_writes_nothing(filled: Path
         (["DROP TRIGGER memories_fts_delete", "DELETE FROM memories WHERE id = 7"], "fts"),
         # Text changed with the update trigger gone: the index holds the old words.
         (["DROP TRIGGER memories_fts_update", "UPDATE memories SET content = 'completely different words' WHERE id = 8"], "fts"),
-        (["UPDATE token_stats SET df = df + 3 WHERE key = (SELECT key FROM token_stats ORDER BY key LIMIT 1)"], "supersede_index"),
         (["UPDATE memories SET token_count = token_count + 1 WHERE id = 9"], "supersede_index"),
         (["INSERT INTO similarity_index(rowid, keys) VALUES (10, 'kdeadbeef0000')"], "supersede_index"),
         (["DELETE FROM memory_tags WHERE memory_id = 11"], "tags_index"),

@@ -159,11 +159,12 @@ def run_many(url: str, sql: str, batch: Sequence[Sequence[Any]]) -> tuple[int, i
 CASES = [
     # duplicates ignored by OR IGNORE, inside one statement too
     ("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", [("t", 1), ("u", 1), ("t", 1)]),
-    # an upsert with distinct keys (one statement), and one whose keys repeat (falls back: applied in order)
-    ("INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = token_stats.df + excluded.df", [("a", 1), ("b", 2)]),
+    # an upsert with distinct keys (one statement), and one whose keys repeat (falls back: applied in order, which
+    # the concatenation shows)
+    ("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = meta.value || excluded.value", [("a", "1"), ("b", "2")]),
     (
-        "INSERT INTO token_stats(key, df) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET df = token_stats.df + excluded.df",
-        [("a", 1), ("a", 2), ("b", 5)],
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = meta.value || excluded.value",
+        [("a", "1"), ("a", "2"), ("b", "5")],
     ),
     ("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("k1", "v1"), ("k2", "v2"), ("k1", "v3")]),
     # NULLs beside values, and more rows than one statement takes
@@ -233,7 +234,6 @@ def dump(url: str) -> dict[str, list[tuple[Any, ...]]]:
         "memory_tags": "SELECT * FROM memory_tags ORDER BY tag, memory_id",
         "sessions": "SELECT * FROM sessions ORDER BY id",
         "similarity_index": "SELECT * FROM similarity_index ORDER BY rowid",
-        "token_stats": "SELECT * FROM token_stats ORDER BY key",
         "similarity_changes": "SELECT seq, memory_id, latest FROM similarity_changes ORDER BY seq",
         "postings": "SELECT * FROM memory_fts_postings ORDER BY term, id, col",
         "docs": "SELECT * FROM memory_fts_docs ORDER BY id",

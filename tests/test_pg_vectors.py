@@ -340,7 +340,7 @@ def test_a_schema_1_store_migrates_and_gets_the_column(vec_url: str, monkeypatch
         assert [_nearest(store, p, f, 50) for p in _probes(4) for f in FILTERS] == before
     with MemoryStore.open(vec_url, actor="test") as store:
         raw = store.ctx.conn.raw
-        assert raw.execute("SELECT max(version) FROM memlens_schema").fetchone()[0] == 2
+        assert raw.execute("SELECT max(version) FROM memlens_schema").fetchone()[0] == schema.PG_SCHEMA_VERSION
         assert raw.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone() is not None
         assert pg_vectors.namespace(store.ctx.conn) == "public"
         _assert_column_matches(raw)
@@ -374,7 +374,7 @@ def test_the_extension_dropped_later_leaves_numpy_even_for_an_open_store(vec_sto
 def test_a_server_without_pgvector_uses_the_numpy_scan(pg_url: str, vec_store: MemoryStore, caplog: pytest.LogCaptureFixture):
     with caplog.at_level(logging.INFO, logger="memlens.postgres.vectors"), MemoryStore.open(pg_url, actor="test") as store:
         raw = store.ctx.conn.raw
-        assert raw.execute("SELECT max(version) FROM memlens_schema").fetchone()[0] == 2
+        assert raw.execute("SELECT max(version) FROM memlens_schema").fetchone()[0] == schema.PG_SCHEMA_VERSION
         assert raw.execute("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'").fetchone()[0] == 0
         assert pg_vectors.namespace(store.ctx.conn) is None
         assert raw.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'memory_vectors'").fetchone()[0] == 4

@@ -130,3 +130,30 @@ def test_the_settings_are_checked_and_kept():
     for bad in ({"expansion_weight": 1.0}, {"expansion_weight": -0.1}, {"expansion_hits": 0}, {"expansion_terms": 2.5}):
         with pytest.raises(ValueError, match="expansion_"):
             SearchTuning.from_dict(bad)
+
+
+def test_the_words_chosen_from_capped_counts_are_the_ones_exact_counts_choose(store: MemoryStore, t0):
+    """token_counts counts a word's holders in the supersede index only one past expansion_max_matches: the words
+    chosen, and the counts they carry, are those that exact counts over every latest memory's words give."""
+    from memlens.bench.generator import Generator
+    from memlens.storage import expansion
+    from memlens.text import similarity_tokens
+
+    texts = [m.content for m in Generator(9).memories(400)]
+    store.remember_many([{"content": t} for t in texts], now=t0)
+    latest = [similarity_tokens(c) for (c,) in store.conn.execute("SELECT content FROM memories WHERE is_latest = 1")]
+
+    def exact(words: list[str]) -> dict[str, int]:
+        counts = {w: sum(w in tokens for tokens in latest) for w in words}
+        return {w: n for w, n in counts.items() if n}
+
+    seeds = [Seed(i + 1, i + 1, 1.0 / (i + 1), texts[i]) for i in range(5)]
+    query = query_terms("what happened")
+    for max_matches in (3, 10, 40):
+        with store.ctx.read() as conn:
+            capped = expansion.token_counts(conn, sorted({w for s in seeds for w in similarity_tokens(s.text)}), max_matches + 1)
+            chosen = choose_terms(seeds, query, lambda words, conn=conn, cap=max_matches + 1: expansion.token_counts(conn, words, cap), len(latest), 6, max_matches)
+        truth = exact(list(capped))
+        assert capped == {w: min(n, max_matches + 1) for w, n in truth.items()}
+        assert chosen == choose_terms(seeds, query, exact, len(latest), 6, max_matches)
+        assert chosen  # some words are rare enough to be chosen

@@ -270,8 +270,8 @@ def test_a_read_only_store_builds_its_copy_and_stays_read_only(store_location, t
         assert store.conn.execute("PRAGMA query_only").fetchone()[0] == 1
 
 
-def _token_stats_from_scratch(store: MemoryStore) -> dict[str, int]:
-    """What token_stats should hold: each key's number of latest memories with similarity tokens holding it."""
+def _holders_from_scratch(store: MemoryStore) -> dict[str, int]:
+    """Each similarity key's number of latest memories holding it, from their texts."""
     counts: dict[str, int] = {}
     for (content,) in store.conn.execute("SELECT content FROM memories WHERE is_latest = 1"):
         for key in supersede.keys_text(similarity_tokens(content)).split():
@@ -280,7 +280,7 @@ def _token_stats_from_scratch(store: MemoryStore) -> dict[str, int]:
 
 
 @pytest.mark.sqlite_only  # counts SQLite statements (set_trace_callback)
-def test_a_bulk_forget_keeps_other_stores_copies_and_the_token_counts_exact(store_location, t0):
+def test_a_bulk_forget_keeps_other_stores_copies_and_the_holder_counts_exact(store_location, t0):
     rng = random.Random(71)
     now = (t0 + timedelta(hours=6)).timestamp()
     with MemoryStore.open(store_location) as reader:
@@ -304,7 +304,8 @@ def test_a_bulk_forget_keeps_other_stores_copies_and_the_token_counts_exact(stor
             _assert_exact(writer, probes, now)
         _assert_exact(reader, probes, now)
         assert reader.ctx.postings.builds == 1  # caught up through the change log
-        assert dict(reader.conn.execute("SELECT key, df FROM token_stats")) == _token_stats_from_scratch(reader)
+        want = _holders_from_scratch(reader)
+        assert dict(zip(want, supersede.holder_counts(reader.conn, list(want), 10**9), strict=True)) == want
 
 
 def test_unindex_latest_many_does_what_unindex_latest_does_one_by_one(tmp_path, t0):
@@ -321,8 +322,10 @@ def test_unindex_latest_many_does_what_unindex_latest_does_one_by_one(tmp_path, 
                 supersede.unindex_latest(conn, mid, tokens)
         with many.ctx.write() as conn:
             supersede.unindex_latest_many(conn, picked)
-        for query in ("SELECT key, df FROM token_stats ORDER BY key", "SELECT memory_id, latest FROM similarity_changes ORDER BY seq"):
-            assert one.conn.execute(query).fetchall() == many.conn.execute(query).fetchall()
+        query = "SELECT memory_id, latest FROM similarity_changes ORDER BY seq"
+        assert one.conn.execute(query).fetchall() == many.conn.execute(query).fetchall()
+        keys = list(_holders_from_scratch(one))
+        assert supersede.holder_counts(one.conn, keys, 10**9) == supersede.holder_counts(many.conn, keys, 10**9)
         gone = {mid for mid, _ in picked}
         for store in (one, many):
             keys = {k for _, tokens in picked for k in supersede.keys_text(tokens).split()}
@@ -380,3 +383,54 @@ def test_the_first_build_holds_no_write_lock(store_location: Path | str, t0, mon
         # That write is replayed inside the next write of the first store, not rebuilt.
         again = store.remember("the build server 9 runs nightly jobs at 9 am sharp today", layer="semantic", now=t0)
         assert again.parent_id is not None and seen == [True, True] and store.ctx.postings.builds == 1
+
+
+def test_holder_counts_are_exact_below_the_cap_and_stop_at_it(store_location, t0):
+    """The counts every reader of key rarity uses (the sweep's duplicate check, search's second round): each key's
+    latest holders, as the texts give them, up to the cap; superseded and forgotten memories no longer count."""
+    with MemoryStore.open(store_location) as store:
+        store.remember_many([{"content": f"unique{i} group{i % 7} everyone notes", "layer": "semantic"} for i in range(260)], now=t0)
+        newer = store.remember("unique3 group3 everyone notes again", layer="semantic", now=t0 + timedelta(minutes=1))
+        assert len(newer.supersedes) == 1
+        doomed = [r[0] for r in store.conn.execute("SELECT id FROM memories WHERE is_latest = 1 ORDER BY id DESC LIMIT 7")]
+        store.forget_many(doomed, now=t0 + timedelta(hours=1))
+        want = _holders_from_scratch(store)
+        assert max(want.values()) > 200 and min(want.values()) == 1
+        keys = [*sorted(want), supersede.keys_text(["nobody-holds-this"])]
+        assert len(keys) > supersede._COUNTED_PER_STATEMENT  # more keys than one statement counts
+        with store.ctx.read() as conn:
+            exact = supersede.holder_counts(conn, keys, 10**9)
+            capped = supersede.holder_counts(conn, keys, 30)
+        assert exact == [want.get(k, 0) for k in keys]
+        assert capped == [min(n, 30) for n in exact]
+
+
+def test_a_store_with_token_stats_migrates_without_them_and_keeps_everything_else(store_location, t0):
+    """Schema 12 (PostgreSQL schema 3) drops the per-key counts stores kept until then: the table goes, every row of
+    the store stays, and supersede decides as before."""
+    from memlens import maintenance, schema
+    from memlens.postgres import schema as pg_schema
+
+    on_server = isinstance(store_location, str)
+    with MemoryStore.open(store_location) as store:
+        store.remember("install dependencies with yarn in this project", layer="semantic", now=t0)
+        store.remember_many([{"content": f"note {i} about the deploy", "layer": "semantic"} for i in range(30)], now=t0)
+        with store.ctx.write() as conn:  # the table as schemas up to 11 (server: 2) kept it, and their version
+            conn.execute("CREATE TABLE token_stats (key TEXT PRIMARY KEY, df INTEGER NOT NULL)")
+            conn.execute("INSERT INTO token_stats(key, df) VALUES ('k000000000000', 3)")
+            if on_server:
+                conn.execute("DELETE FROM memlens_schema WHERE version = 3")
+        if not on_server:
+            store.conn.execute("PRAGMA user_version = 11")
+        before = store.conn.execute("SELECT id, content, is_latest FROM memories ORDER BY id").fetchall()
+    with MemoryStore.open(store_location) as store:
+        tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "token_stats" not in tables and "similarity_index" in tables
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 12
+        if on_server:
+            assert store.ctx.conn.raw.execute("SELECT max(version) FROM memlens_schema").fetchone()[0] == pg_schema.PG_SCHEMA_VERSION == 3
+        assert store.conn.execute("SELECT id, content, is_latest FROM memories ORDER BY id").fetchall() == before
+        newer = store.remember("install dependencies with pnpm in this project", layer="semantic", now=t0 + timedelta(minutes=5))
+        assert newer.supersedes == (before[0][0],)
+    report = maintenance.doctor(store_location)
+    assert report.check("supersede_index").ok and report.check("schema").ok, report

@@ -349,7 +349,13 @@ def test_sweep_finds_what_is_due_through_indexes(store: MemoryStore, t0):
         if sql.lstrip().upper().startswith("SELECT"):
             plans += [row[3] for row in store.conn.execute("EXPLAIN QUERY PLAN " + sql)]
     assert plans
-    full_scans = [p for p in plans if p.startswith("SCAN") and "VIRTUAL TABLE" not in p and "COVERING INDEX" not in p]
+    # Scans of a subquery's own rows (the holder counts read theirs through "CO-ROUTINE held") and of the one row
+    # a SELECT without FROM has read no table.
+    subqueries = {p.split()[1] for p in plans if p.startswith(("CO-ROUTINE", "MATERIALIZE"))}
+    full_scans = [
+        p for p in plans
+        if p.startswith("SCAN") and p != "SCAN CONSTANT ROW" and p.split()[1] not in subqueries and "VIRTUAL TABLE" not in p and "COVERING INDEX" not in p
+    ]  # fmt: skip
     assert full_scans == []
 
 

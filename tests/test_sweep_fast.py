@@ -252,3 +252,32 @@ def test_what_is_due_by_ttl_is_read_from_the_covering_ttl_index_alone(store: Mem
     assert "USING INDEX memories_by_ttl" in rows_plan and "TEMP B-TREE" not in rows_plan, rows_plan
     plans = _plans_of(store, lambda: store.list_memories(expiring_before=now, include_expired=True, now=t0))
     assert any("memories_by_ttl" in p for p in plans), plans
+
+
+@pytest.mark.parametrize("cap", [sweep_engine.SIMILAR_TO_COUNT_CAP, 2])
+def test_similar_to_finds_every_memory_a_scan_finds_above_the_threshold(store: MemoryStore, monkeypatch: pytest.MonkeyPatch, cap: int):
+    """The duplicate check's candidates hold every latest memory a full scan puts above the threshold, whatever the
+    holder counts it ranks tokens by stop at: the counts choose which tokens are probed, and any such choice is
+    exact. With a cap of 2 nearly every token ties and the tie-break by text decides."""
+    from memlens.text import jaccard, similarity_tokens
+
+    monkeypatch.setattr(sweep_engine, "SIMILAR_TO_COUNT_CAP", cap)
+    rng = random.Random(17)
+    texts = [m.content for m in Generator(5).memories(600)]
+    # Band edits of stored texts (a few words dropped): similarities from about 0.5 to 1, where thresholds bite.
+    texts += [" ".join(w for w in text.split() if rng.random() > 0.15) for text in rng.sample(texts, 100)]
+    # Sets drawn from a few words: many pairs overlap by just the least a threshold lets pass, the case a probe
+    # one token short would miss.
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+    texts += [" ".join(rng.sample(words, rng.randint(4, 9))) for _ in range(250)]
+    store.remember_many([{"content": t} for t in texts], now=EPOCH)
+    latest = {mid: similarity_tokens(content) for mid, content in store.conn.execute("SELECT id, content FROM memories WHERE is_latest = 1")}
+    view = sweep_engine.StoreView(store.conn)
+    checked = 0
+    for subject_id in rng.sample(sorted(latest), 80):
+        tokens = latest[subject_id]
+        for threshold in (0.5, 0.7, 0.9):
+            scan = {mid for mid, other in latest.items() if mid != subject_id and other and jaccard(tokens, other) > threshold}
+            assert scan <= view.similar_to(tokens, threshold), (subject_id, threshold)
+            checked += len(scan)
+    assert checked > 50  # the probes did reach similar memories

@@ -52,7 +52,6 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "audit_seals": ("audit_id",),
     "memory_vectors": ("memory_id",),
     "forgotten_sessions": ("session_id",),
-    "token_stats": ("key",),
     "conflicts": ("newer_id", "older_id"),
     "similarity_index": ("rowid",),
 }

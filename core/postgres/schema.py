@@ -24,6 +24,9 @@ extension, so it is added by :func:`memlens.postgres.vectors.settle` at whicheve
 not by the numbered migration alone: a store set up without pgvector gets it when a DBA creates the extension.
 A memlens that knows schema 1 only refuses a schema 2 store: its ``memlens copy`` would carry the column along.
 A store of schema 1 opened read-only is read as it is (schema 2 adds nothing the engine's SQL reads).
+
+Schema 3 drops ``token_stats``, as SQLite schema 12 does: the engine reads no such table any more, so a read-only
+open of a schema 1 or 2 store still reads it as it is.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ from memlens.postgres import vectors
 if TYPE_CHECKING:
     from memlens.postgres.connection import PgConnection
 
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 #: The SQLite schema each PostgreSQL schema holds the same tables as: what ``PRAGMA user_version`` answers, so that
 #: code and tools asking the store's schema see one numbering (memlens.schema.SCHEMA_VERSION).
-SQLITE_EQUIVALENT = {1: 11, 2: 11}
+SQLITE_EQUIVALENT = {1: 11, 2: 11, 3: 12}
 #: The oldest schema this memlens reads without migrating it (a read-only open cannot migrate).
 READABLE_FROM = 1
 
@@ -158,7 +161,6 @@ _V1 = [
     "CREATE TRIGGER audit_targets_no_change BEFORE UPDATE OR DELETE ON audit_targets FOR EACH ROW EXECUTE FUNCTION memlens_append_only()",
     "CREATE TRIGGER audit_targets_no_truncate BEFORE TRUNCATE ON audit_targets FOR EACH STATEMENT EXECUTE FUNCTION memlens_append_only()",
     "CREATE TABLE audit_seals (audit_id bigint PRIMARY KEY, seal text NOT NULL)",
-    f"CREATE TABLE token_stats (key {_TEXT} PRIMARY KEY, df bigint NOT NULL)",
     # The supersede index: each latest memory's similarity-token keys (FTS5 with detail=none in SQLite).
     f"CREATE TABLE similarity_index (rowid bigint PRIMARY KEY, keys {_TEXT} NOT NULL)",
     "CREATE INDEX similarity_index_by_key ON similarity_index USING gin ((string_to_array(keys, ' ')))",
@@ -284,7 +286,11 @@ _V1.insert(
 #: Schema 2: the server-side vector search (see the module docstring); the rest is done by vectors.set_up.
 _V2 = [vectors.FLOATS_FUNCTION]
 
-PG_MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2)]
+#: Schema 3: no ``token_stats``, as SQLite schema 12 (see memlens.schema). Schema 1 created it; a new store runs
+#: schema 1 without it, so the drop is only for the stores made before.
+_V3 = ["DROP TABLE IF EXISTS token_stats"]
+
+PG_MIGRATIONS: list[tuple[int, list[str]]] = [(1, _V1), (2, _V2), (3, _V3)]
 
 
 def current_version(conn: PgConnection) -> int:

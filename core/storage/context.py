@@ -50,7 +50,7 @@ ERASURE_PENDING_KEY = "erasure_pending"
 #: The PostgreSQL tables a forget deletes rows from (or rewrites rows of), which VACUUM then clears of the dead row
 #: versions: until then a deleted row's bytes stay in the table's pages (see :meth:`StoreContext.vacuum_erased`).
 ERASED_TABLES = (
-    "memories", "memory_tags", "access_log", "relations", "memory_vectors", "conflicts", "similarity_index", "token_stats",
+    "memories", "memory_tags", "access_log", "relations", "memory_vectors", "conflicts", "similarity_index",
     "memory_fts_postings", "memory_fts_docs", "sessions", "fts_pending", "meta",
 )  # fmt: skip
 #: The page cache of a store's connection (KiB; SQLite's default is 2 MiB). Pages are cached as they are read, so a

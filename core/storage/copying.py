@@ -6,8 +6,8 @@ seals) are the same rows on arrival. ``meta`` goes first, with the store's id: t
 by it, so the copy is the same store and its log verifies with the same key. ``sqlite_sequence`` goes last (the
 highest id ever given, which the audit check compares with the log). What a backend derives from the rows is made
 again as they arrive instead of being copied: the full-text index (SQLite's triggers, or the PostgreSQL commit's
-flush), and the supersede index with its token counts (:func:`memlens.supersede.index_latest_many`, as
-``memlens doctor --repair`` rebuilds them; FTS5 cannot hand its contentless rows back anyway).
+flush), and the supersede index (:func:`memlens.supersede.index_latest_many`, as ``memlens doctor --repair``
+rebuilds it; FTS5 cannot hand its contentless rows back anyway).
 
 **Order and batches.** Tables go in dependency order (sessions before the memories naming them, memories before
 what hangs off them, the audit log before its index), each in key order, ``batch`` rows at a time; each batch is one
@@ -19,7 +19,7 @@ reads, per table, the highest key the destination holds and copies the rows afte
 ``meta`` (:data:`MARKER_KEY`) records the state of the source the copy began from (its audit head and row counts):
 a run whose source has changed since refuses to resume, since rows already copied may have changed as well.
 
-**Verifying.** On arrival each table's row count must equal the source's, the rebuilt token counts too, the
+**Verifying.** On arrival each table's row count must equal the source's, the rebuilt supersede index's too, the
 destination's audit log must verify (:meth:`memlens.store.MemoryStore.verify_audit`) and end at the source's head;
 anything else raises :class:`CopyError`. Only then is the marker removed: a destination without one is a verified
 copy. The copy writes no audit entry of its own: the destination *is* the source's store (same id, key and log), and
@@ -77,8 +77,9 @@ TABLES = (
 )
 #: Tables copied whole, in one transaction: ``meta`` before the rows, ``sqlite_sequence`` after them.
 WHOLE_TABLES = ("meta", "sqlite_sequence")
-#: Derived tables whose row count is still checked on arrival: rebuilt from the memories, they must come out equal.
-REBUILT_TABLES = ("token_stats",)
+#: Derived tables whose row count is still checked on arrival: rebuilt from the memories, they must come out equal
+#: (the supersede index holds a row for each latest memory with words; FTS5 counts a contentless table's rows).
+REBUILT_TABLES = ("similarity_index",)
 #: Columns a backend derives from the row's others, left out of the copy and made again on arrival: pgvector's copy
 #: of each stored vector (:mod:`memlens.postgres.vectors`), filled by the destination's trigger where it has one.
 DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {"memory_vectors": (pg_vectors.COLUMN,)}
@@ -305,7 +306,7 @@ def _copy_table(
 
 
 def _index_for_supersede(conn: db.Connection, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Put the latest of these new memories in the supersede index and its token counts, as any writer does."""
+    """Put the latest of these new memories in the supersede index, as any writer does."""
     memory_id, content, is_latest = columns.index("id"), columns.index("content"), columns.index("is_latest")
     supersede.index_latest_many(conn, [(r[memory_id], similarity_tokens(r[content])) for r in rows if r[is_latest] == 1])
 
@@ -324,7 +325,7 @@ def _copy_sequence(reading: db.Connection, target: MemoryStore) -> int:
 
 def _verify(target: MemoryStore, state: _SourceState, destination_name: str) -> None:
     """Raise :class:`CopyError` unless the destination holds what the source does: the same row counts (the
-    rebuilt token counts too), an audit log that verifies and ends at the source's head."""
+    rebuilt supersede index's too), an audit log that verifies and ends at the source's head."""
     with target.ctx.read() as conn:
         wrong = _differences(conn, state)
     if wrong:

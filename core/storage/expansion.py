@@ -9,9 +9,9 @@ their own, and each match joins the candidates with ``expansion_weight`` of that
 relevances, and a share below 1 never lifts a second-round match above the first round's best hit, so a clear
 answer stays on top: the round only fills and lifts places below it.
 
-Cheap by construction: a word's count is one primary-key read of ``token_stats`` (kept for every latest memory by
-the supersede index), a word held by more than ``expansion_max_matches`` memories is never searched, and the round
-is one FTS5 query over at most ``expansion_terms`` rare words.
+Cheap by construction: a word's count is read from the supersede index (which holds every latest memory's words)
+and stops one past ``expansion_max_matches``, since a word held by more memories than that is never searched; the
+round is one FTS5 query over at most ``expansion_terms`` rare words.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memlens import db
+from memlens import db, supersede
 from memlens.text import STOPWORDS, QueryTerm, highlight_spans, match_expression, query_terms, similarity_tokens, token_key
 
 #: Characters of a hit read for its words: a long memory's opening says what it is about, and reading whole
@@ -93,8 +93,8 @@ def choose_terms(
 
 
 def _words(text: str) -> list[str]:
-    """A seed's countable words in reading order, each once: the tokens supersede counts in ``token_stats``
-    (lower-cased, longer than 2 characters, CJK as bigrams)."""
+    """A seed's countable words in reading order, each once: the tokens the supersede index holds (lower-cased,
+    longer than 2 characters, CJK as bigrams)."""
     lowered = text[:SEED_CHARS].lower()
     return sorted(similarity_tokens(lowered), key=lambda token: (lowered.find(token), token))
 
@@ -112,13 +112,12 @@ def _form_of(word: str, asked: dict[str, str]) -> bool:
     return shorter >= 4 and word[:shorter] == other[:shorter] and abs(len(word) - len(other)) <= 3
 
 
-def token_counts(conn: db.Connection, words: list[str]) -> dict[str, int]:
-    """How many latest memories hold each word, from the supersede index's counts (a word it lacks is left out)."""
-    if not words:
-        return {}
+def token_counts(conn: db.Connection, words: list[str], cap: int) -> dict[str, int]:
+    """How many latest memories hold each word, from the supersede index, counted up to ``cap`` (exact below it;
+    a word no memory holds is left out)."""
     keys = {token_key(w): w for w in words}
-    rows = conn.execute(f"SELECT key, df FROM token_stats WHERE key IN ({','.join('?' * len(keys))})", list(keys)).fetchall()
-    return {keys[key]: int(df) for key, df in rows}
+    counts = supersede.holder_counts(conn, list(keys), cap)
+    return {word: n for word, n in zip(keys.values(), counts, strict=True) if n}
 
 
 def second_round(
@@ -141,7 +140,7 @@ def second_round(
     seeds = [Seed(memory_id, rank, relevance, texts[memory_id]) for rank, (memory_id, relevance) in enumerate(best, start=1) if memory_id in texts]
     # The highest id stands for the store's size: one index step, and gaps (forgotten memories) only lower the idf.
     total = int(conn.execute("SELECT max(id) FROM memories").fetchone()[0] or 0)
-    chosen = choose_terms(seeds, query, lambda words: token_counts(conn, words), total, max_terms, max_matches)
+    chosen = choose_terms(seeds, query, lambda words: token_counts(conn, words, max_matches + 1), total, max_terms, max_matches)
     if not chosen:
         return [], []
     # query_terms marks a CJK bigram as one, so FTS5 gets it as the phrase it indexed.

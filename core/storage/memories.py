@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -371,8 +370,8 @@ class MemoryRepository:
         tag_rows = [(tag, ids[at]) for at, tags in batch.tags for tag in tags]
         if tag_rows:
             conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, memory_id) VALUES (?, ?)", tag_rows)
-        # The similarity keys and their counts came ready from prepare_batch (the worker's core, for a big load).
-        supersede.index_keys(conn, [(memory_id, keys) for memory_id, keys in zip(ids, batch.keys, strict=True) if keys], batch.key_counts)
+        # The similarity keys came ready from prepare_batch (the worker's core, for a big load).
+        supersede.index_keys(conn, [(memory_id, keys) for memory_id, keys in zip(ids, batch.keys, strict=True) if keys])
         return list(ids)
 
     # relations --------------------------------------------------------------------------------------------------
@@ -777,8 +776,7 @@ class PreparedBatch(NamedTuple):
     process faster than an object a record): each record's row values but the id (see
     :meth:`MemoryRepository._bulk_insert`), its full-text row (title, content, tags and dates as FTS5 indexes them;
     the context is the store's to give), its similarity-index keys (:func:`memlens.supersede.keys_text` of its
-    tokens, "" for none) and how many records of the batch hold each key (what
-    :func:`memlens.supersede.index_latest_many` would count, in its order), the tags of the records that have any
+    tokens, "" for none), the tags of the records that have any
     and which records are in a session (by position in the batch), and (for ``supersede=True``, which writes one
     record at a time) :meth:`MemoryRepository.insert_memory`'s arguments. The keys are computed here rather than by
     the writer: hashing the tokens was a fifth of the writing process's time, and a worker does it alongside."""
@@ -786,7 +784,6 @@ class PreparedBatch(NamedTuple):
     rows: list[tuple[Any, ...]]
     fts: list[tuple[str, str, str, str]]
     keys: list[str]
-    key_counts: list[tuple[str, int]]
     tags: list[tuple[int, tuple[str, ...]]]
     in_session: list[int]
     records: list[dict[str, Any]] | None
@@ -880,18 +877,16 @@ def prepare_batch(chunk: tuple[int, list[Mapping[str, Any]]], *, now: datetime, 
     into rows; InvalidInput names the first bad record's position. Needs nothing of the store, so a worker
     process can run it (:func:`memlens.storage.bulk.prepared_in_order`)."""
     start, records = chunk
-    batch = PreparedBatch([], [], [], [], [], [], [] if with_record else None)
+    batch = PreparedBatch([], [], [], [], [], [] if with_record else None)
     checks = _Checks()
-    counts: Counter[str] = Counter()
     for offset, record in enumerate(records):
         rec, text_importance = _checked(record, start + offset, now, checks)
-        counts.update(_add(batch, rec, text_importance, cfg))
-    batch.key_counts.extend(counts.items())
+        _add(batch, rec, text_importance, cfg)
     return batch
 
 
-def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> list[str]:
-    """Append one checked record to ``batch``; returns its similarity keys (sorted, as joined in ``batch.keys``)."""
+def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg: decay.DecayConfig) -> None:
+    """Append one checked record to ``batch``."""
     ts = ts_from_dt(rec["now"])
     content = rec["content"]
     tokens = similarity_tokens(content)
@@ -909,12 +904,10 @@ def _add(batch: PreparedBatch, rec: dict[str, Any], text_importance: float, cfg:
         text_importance, dates,
     ))  # fmt: skip
     batch.fts.append((*bulk.fts_text(rec["title"], content, tags), bulk.indexed(dates)))
-    keys = bulk.similarity_keys(tokens)
-    batch.keys.append(" ".join(keys))
+    batch.keys.append(" ".join(bulk.similarity_keys(tokens)))
     if rec["tags"]:
         batch.tags.append((at, rec["tags"]))
     if rec["session_id"] is not None:
         batch.in_session.append(at)
     if batch.records is not None:
         batch.records.append(rec)
-    return keys

@@ -51,7 +51,7 @@ STEP = 100
 #: Tables whose rows make up a store's logical state (the FTS indexes are checked for agreement separately).
 #: Columns that say when a run happened rather than what it did: the audit log's wall-clock time and the hashes over it.
 RUN_TIME_COLUMNS = {"audit": ("at", "prev_hash", "hash")}
-STATE_TABLES = ("memories", "memory_tags", "relations", "sessions", "access_log", "audit", "audit_targets", "meta", "token_stats")
+STATE_TABLES = ("memories", "memory_tags", "relations", "sessions", "access_log", "audit", "audit_targets", "meta")
 OPERATIONS = ("import", "remember_many", "forget", "sweep", "consolidate")
 
 
