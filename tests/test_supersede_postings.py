@@ -434,3 +434,28 @@ def test_a_store_with_token_stats_migrates_without_them_and_keeps_everything_els
         assert newer.supersedes == (before[0][0],)
     report = maintenance.doctor(store_location)
     assert report.check("supersede_index").ok and report.check("schema").ok, report
+
+
+@pytest.mark.sqlite_only  # FTS5's pending terms and segments
+def test_linking_inside_a_write_leaves_the_fts5_indexes_pending_terms_for_the_commit(store_location, t0):
+    """A relation written after a new memory's index rows must not make FTS5 write them out early: an
+    ``INSERT OR REPLACE`` into relations (foreign keys on) opened a statement journal, and SQLite had every FTS5 table
+    of the transaction flush its pending terms as a segment of its own, two per remember instead of one."""
+    with MemoryStore.open(store_location) as store:
+        older = store.remember("the staging deploy needs the vpn key", layer="semantic", now=t0)
+
+        def structures(conn) -> list[bytes]:
+            return [conn.execute(f"SELECT block FROM {t}_data WHERE id = 10").fetchone()[0] for t in ("memory_fts", "similarity_index")]
+
+        with store.ctx.write() as conn:
+            newer = store.memories.insert_memory(
+                conn, content="the production deploy needs the ssh key", title="deploy", type_="fact", layer="semantic", project=None,
+                session_id=None, tags=(), importance=0.5, ttl_days=None, metadata={}, source_ref=None, origin="agent", pinned=False,
+                detect=False, now=t0,
+            )  # fmt: skip
+            before = structures(conn)
+            store.memories.link(conn, newer, older.id, "related", t0.timestamp(), 0.5)
+            store.memories.link(conn, newer, older.id, "related", t0.timestamp(), 0.6)  # the same link again: replaced
+            assert structures(conn) == before
+        assert store.conn.execute("SELECT score FROM relations WHERE src_id = ? AND dst_id = ?", (newer, older.id)).fetchall() == [(0.6,)]
+        assert store.search("production deploy", now=t0)[0].memory.id == newer

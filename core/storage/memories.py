@@ -377,9 +377,15 @@ class MemoryRepository:
     # relations --------------------------------------------------------------------------------------------------
 
     def link(self, conn: db.Connection, src: int, dst: int, kind: str, ts: float, score: float | None = None) -> None:
-        """Write (or replace) one relation inside the caller's transaction; no checks, no audit entry."""
+        """Write (or replace) one relation inside the caller's transaction; no checks, no audit entry.
+
+        An upsert, not ``INSERT OR REPLACE``: with foreign keys on, a REPLACE opens a statement journal, and SQLite
+        then has every FTS5 table this transaction wrote (the new memory's full-text and supersede index rows) write
+        its pending terms out as a segment of its own. A remember that linked wrote two segments per index instead
+        of one, each merged again later (tests/test_supersede_postings.py counts them)."""
         conn.execute(
-            "INSERT OR REPLACE INTO relations(src_id, dst_id, kind, created_at, score) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO relations(src_id, dst_id, kind, created_at, score) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(src_id, dst_id, kind) DO UPDATE SET created_at = excluded.created_at, score = excluded.score",
             (src, dst, kind, ts, score),
         )
 
