@@ -86,6 +86,12 @@ def classify(exc: BaseException, path: Path | str) -> Exception:
         return NotAMemlensDatabase(f"{where} is not a SQLite database")
     if "malformed" in msg or "corrupt" in msg or "invalid fts5 file format" in msg:
         return CorruptDatabaseError(f"{where} is damaged ({exc}); run `memlens doctor` or restore a backup")
+    if "could not decode to utf-8" in msg:
+        # memlens stores only valid UTF-8, so such a text is damaged bytes inside an intact page (which SQLite's
+        # own checks cannot see). The error quotes the bytes: only the column is named, on one line.
+        column = re.search(r"column '([^']*)'", str(exc))
+        named = f" in column {column.group(1)}" if column else ""
+        return CorruptDatabaseError(f"{where} is damaged (a stored text{named} is not valid UTF-8); run `memlens doctor` or restore a backup")
     if "readonly" in msg or "read-only" in msg or "attempt to write a readonly database" in msg:
         return ReadOnlyStoreError(f"{where} cannot be written (read-only file or folder)")
     if "database or disk is full" in msg or ("disk i/o error" in msg and "full" in msg):

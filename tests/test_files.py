@@ -141,6 +141,23 @@ def test_damaged_pages_deep_in_the_file(capsys, tmp_path: Path, good: bytes):
     assert code == 1
 
 
+def test_a_text_damaged_inside_an_intact_page_is_named_as_damage(capsys, tmp_path: Path, good: bytes):
+    """Garbage inside a row's text leaves every page well formed (SQLite's checks pass) but the text no longer
+    UTF-8: reading it was a traceback ("Could not decode to UTF-8 column 'content' with text ..."), now the
+    one-line "is damaged" every other damage gets."""
+    path = tmp_path / "x" / "memory.db"
+    path.parent.mkdir()
+    at = good.index(b"memory 3 with some words")
+    path.write_bytes(good[:at] + b"\xff\xfe\xfd" + good[at + 3 :])  # "mem" -> three bytes no UTF-8 text holds
+    before = folder_state(path.parent)
+    code, err = run_cli(capsys, path, ["show", "4"])  # the fourth memory: its title is the text's opening
+    assert code == 1 and err.count("\n") == 1, err
+    assert "is damaged (a stored text in column title is not valid UTF-8)" in err and "memlens doctor" in err, err
+    code, err = run_cli(capsys, path, ["show", "5"])
+    assert code == 0, err  # the rest of the store still reads
+    assert folder_state(path.parent) == before
+
+
 def test_empty_file_is_named_as_empty_for_reading_commands(capsys, tmp_path: Path):
     path = tmp_path / "x" / "memory.db"
     path.parent.mkdir()
