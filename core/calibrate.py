@@ -298,7 +298,7 @@ def forget_counts(store: MemoryStore, settings: StoreSettings, at: datetime) -> 
     result: dict[str, int] = {}
 
     def count(conn: Any) -> None:
-        planned = sweep.plan(conn, settings, at)
+        planned = sweep.plan(conn, settings, at, store.ctx.postings)
         erasing = [d for d in planned.decisions if d.action in _ERASING]
         result.update(sweep.counts_of(erasing))
 

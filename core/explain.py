@@ -37,23 +37,25 @@ def explain(store: MemoryStore, memory_id: int, *, now: datetime) -> str:
     except NotFound:
         return _explain_gone(store, memory_id)
     settings = store.settings
-    view = StoreView(store.conn)
-    value = decay.strength(memory, now, settings.decay)
-    hours = max(0.0, (now - memory.last_accessed_at) / timedelta(hours=1))
-    first: str
-    if memory.pinned:
-        first = f"Pinned: strength stays at {value:.2f} and no sweep touches it."
-    elif memory.created_at > now - timedelta(hours=settings.grace_hours):
-        ends = memory.created_at + timedelta(hours=settings.grace_hours)
-        first = (
-            f"Created {_span(now - memory.created_at)} ago, inside the {settings.grace_hours:g}-hour grace period: no sweep "
-            f"touches it before {local_time(ends)} (strength {value:.2f})."
-        )
-    else:
-        first = _fate(view, settings, memory, now) or _outlook(store, memory, value, hours, now)
-    notes = [rule.note(memory, view, settings, now) for rule in rules.RULES]
-    second = " ".join(part for part in (_context(store, memory, now), *notes) if part)
-    return f"{first} {second}" if second else first
+    # The store's in-memory supersede index serves the near-duplicate rule; it is used under the store's lock.
+    with store.ctx.lock:
+        view = StoreView(store.conn, store.ctx.postings)
+        value = decay.strength(memory, now, settings.decay)
+        hours = max(0.0, (now - memory.last_accessed_at) / timedelta(hours=1))
+        first: str
+        if memory.pinned:
+            first = f"Pinned: strength stays at {value:.2f} and no sweep touches it."
+        elif memory.created_at > now - timedelta(hours=settings.grace_hours):
+            ends = memory.created_at + timedelta(hours=settings.grace_hours)
+            first = (
+                f"Created {_span(now - memory.created_at)} ago, inside the {settings.grace_hours:g}-hour grace period: no sweep "
+                f"touches it before {local_time(ends)} (strength {value:.2f})."
+            )
+        else:
+            first = _fate(view, settings, memory, now) or _outlook(store, memory, value, hours, now)
+        notes = [rule.note(memory, view, settings, now) for rule in rules.RULES]
+        second = " ".join(part for part in (_context(store, memory, now), *notes) if part)
+        return f"{first} {second}" if second else first
 
 
 def _fate(view: StoreView, settings: StoreSettings, memory: Memory, now: datetime) -> str | None:
