@@ -23,11 +23,12 @@ Writers: whatever makes a memory latest or stops it being latest calls :func:`in
 :func:`unindex_latest` or :func:`unindex_latest_many` (bulk, a forget of many), inside the same transaction; they
 keep the FTS5 index and the change log.
 
-How many memories hold a key is read from the index itself (:func:`holder_counts`, counted up to a cap), not kept
-in a table of counts: until schema 12 a ``token_stats`` table held one counter per key, and updating the ~40
-counters of a new memory, scattered over that table's b-tree by the keys' hashes, wrote 22 of the 53 pages a
-remember at a million memories commits (README, footnote 12). Its readers need a count only to tell a rare key
-from a common one, which a capped count tells as well.
+How many memories hold a key is not kept in a table of counts: until schema 12 a ``token_stats`` table held one
+counter per key, and updating the ~40 counters of a new memory, scattered over that table's b-tree by the keys'
+hashes, wrote 22 of the 53 pages a remember at a million memories commits (README, footnotes 12 and 13). Exact
+counts come from the in-memory index (find_best, the conflict rules, the sweep's near-duplicate check); a reader
+that only needs to know whether a word is rare (search's second round) counts in this index up to a cap
+(:func:`holder_counts`).
 """
 
 from __future__ import annotations

@@ -386,7 +386,7 @@ def test_the_first_build_holds_no_write_lock(store_location: Path | str, t0, mon
 
 
 def test_holder_counts_are_exact_below_the_cap_and_stop_at_it(store_location, t0):
-    """The counts every reader of key rarity uses (the sweep's duplicate check, search's second round): each key's
+    """The counts search's second round reads to tell a rare word from a common one: each key's
     latest holders, as the texts give them, up to the cap; superseded and forgotten memories no longer count."""
     with MemoryStore.open(store_location) as store:
         store.remember_many([{"content": f"unique{i} group{i % 7} everyone notes", "layer": "semantic"} for i in range(260)], now=t0)
