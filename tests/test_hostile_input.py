@@ -624,3 +624,15 @@ def test_the_python_api_and_spreadsheets_bound_times_like_every_other_input(tmp_
         with pytest.raises(MemlensError, match="line 2: created_at must be between"):
             import_file(store, sheet)
         assert store.count_memories() == 0
+
+
+def test_a_memlens_file_numbering_memories_far_past_its_own_is_refused(seeded: MemoryStore, db_path: Path, tmp_path: Path):
+    """A chain id of 2**63 - 2 was kept as the number of a version forgotten before the export: the store's id
+    sequence jumped to it (one id short of full) and the in-memory supersede index, as long as the highest id,
+    could not be made (explain, the next sweep or supersede failed). Refused now, with nothing written; a number a
+    little past the file's own still names a forgotten version."""
+    objects = _memlens_export(seeded)
+    line = next(i for i, obj in enumerate(objects) if obj.get("record") == "memory")
+    far = _write_lines(tmp_path / "far.jsonl", objects, {line: json_with(objects[line], "chain_id", str(2**63 - 2))})
+    assert_import_is_clean(seeded, db_path, far, refused=True)
+    assert seeded.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()[0] < 1000

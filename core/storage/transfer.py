@@ -145,6 +145,7 @@ class TransferRepository:
             # Records may point at parents written later in the same batch; the links are checked at commit.
             conn.execute("PRAGMA defer_foreign_keys = ON")
             run = _ImportRun(conn, self, batch, records, by_key, wanted_ids, summary, progress, done=tombstoned)
+            run.check_id_range()
             for s in sessions:
                 _write_session(conn, s, summary)
                 run.tick()
@@ -192,6 +193,11 @@ def _check_relations(relations: list[RelationRecord]) -> None:
             raise InvalidInput(f"{rel.label}: created_at must be timezone-aware")
 
 
+#: How far past the store's id sequence and its own records a memlens file may number memories (ids of versions
+#: forgotten before the export included): sixteen million.
+MAX_ID_GAP = 1 << 24
+
+
 class _ImportRun:
     """One import inside its write transaction, in steps: which records are already stored and which id each new
     one gets (:meth:`match_stored`); how keys resolve to ids and chains (:meth:`linked`, :meth:`chain_of`); writing
@@ -230,6 +236,24 @@ class _ImportRun:
         self.chains: dict[str, int] = {}
         self.touched_chains: set[int] = set()
         self.created_ids: list[int] = []
+
+    def check_id_range(self) -> None:
+        """Refuse a file that would number memories far past anything it holds.
+
+        A memlens file keeps its ids (and names versions forgotten before the export by theirs), and the store's id
+        sequence is raised past the highest. Ids are dense in a store: the in-memory supersede index holds arrays as
+        long as the highest id. A file whose numbers run more than MAX_ID_GAP past the store's sequence plus its own
+        records would make them that long (a chain id of 2**63 - 2 asked for arrays no machine has, and left the
+        store one id short of full); it is refused before anything is written."""
+        if not self.by_id:
+            return
+        top = max([self.batch.sequence, *self.wanted_ids, *self.numeric_refs, 0])
+        allowed = self.store_seq + len(self.records) + MAX_ID_GAP
+        if top > allowed:
+            raise InvalidInput(
+                f"this file numbers memories up to {top:,}, more than {MAX_ID_GAP:,} past what the store and the file's "
+                f"{len(self.records):,} memories need (up to {allowed:,}): refused, nothing was imported"
+            )
 
     def tick(self) -> None:
         """One record done: report progress every 500 records and at the end."""
