@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from memlens import rules, supersede
 from memlens.config import StoreSettings
 from memlens.db import Connection
+from memlens.postgres import is_postgres
 from memlens.rules.base import DuplicateLink, MemoryRow, RankInput, RankRow, RulePlan, SweepDecision, TaggedLatest
 from memlens.rules.capacity import ARCHIVE_MIN_CHARS
 from memlens.storage.forgetting import ForgetGroup
@@ -49,6 +50,8 @@ APPLY_BATCH = 2000
 STATE_KEY = "sweep_state"
 
 _CHUNK = 500
+#: How far :meth:`StoreView.similar_to` counts a token's holders in the FTS5 index, when it has no in-memory index.
+SIMILAR_TO_COUNT_CAP = 1000
 
 if TYPE_CHECKING:
     from memlens.store import MemoryStore
@@ -174,7 +177,7 @@ class StoreView:
     def __init__(self, conn: Connection, postings: SimilarityPostings | None = None) -> None:
         self.conn = conn
         # The store's in-memory supersede index (StoreContext.postings, used under the store's lock), for
-        # similar_to; without one, a copy of its own is built at the first near-duplicate check.
+        # similar_to once it is built.
         self._postings = postings
         self._tagged: dict[int, TaggedLatest | None] = {}
         self._state: dict[str, int] | None = None
@@ -338,28 +341,47 @@ class StoreView:
 
         Prefix filtering, as in :mod:`memlens.supersede`: a set with similarity above t shares more than t·|x| tokens
         with x, so it holds at least one of any |x| - ceil(t·|x|) + 1 of x's tokens. Any such prefix is exact; the
-        rarest tokens are probed because they find the fewest candidates. Rarity and holders come from the in-memory
-        supersede index, which find_best keeps (exact counts in microseconds: counting in the FTS5 index instead,
-        capped, took 2.4 ms a check at a million memories and, with every common word tied at the cap, found 14
-        times the candidates). A token held by one memory at most (the subject itself) finds nothing and is not
-        probed. The index may still hold a memory that left it since its snapshot: the caller reads only latest rows.
+        rarest tokens are probed because they find the fewest candidates. A token held by one memory at most (the
+        subject itself) finds nothing and is not probed.
+
+        Rarity and holders come from the store's in-memory supersede index when it holds one (a sweep builds it
+        first; exact counts in microseconds: 0.27 ms a check at a million memories). Without one (an explanation
+        of one memory, in a process that never built it: seconds and ~100 MB at a million, for one answer) they are
+        counted and read in the FTS5 index, counts capped at ``SIMILAR_TO_COUNT_CAP``, tokens past it ranked by
+        their text: 3-5 ms a check at a million, with more candidates. The in-memory index may still hold a memory
+        that left it since its snapshot: the caller reads only latest rows.
         """
         if not tokens:
             return set()
-        from memlens.supersede_postings import SimilarityPostings, key_number
-
-        if self._postings is None:
-            self._postings = SimilarityPostings()
-        self._postings.sync(self.conn)
         size = len(tokens)
-        min_overlap = max(1, math.ceil(threshold * size - 1e-9))
-        prefix_len = size - min_overlap + 1
+        prefix_len = size - max(1, math.ceil(threshold * size - 1e-9)) + 1
+        postings = self._postings
+        if postings is None or not postings.built:
+            return self._similar_in_index(tokens, prefix_len)
+        from memlens.supersede_postings import key_number
+
+        postings.sync(self.conn)
         number = {t: key_number(token_key(t)) for t in tokens}
         keys = sorted(set(number.values()))
-        df = dict(zip(keys, self._postings.doc_frequencies(keys), strict=True))
+        df = dict(zip(keys, postings.doc_frequencies(keys), strict=True))
         ordered = sorted(tokens, key=lambda t: (df[number[t]], t))
         probe = sorted({number[t] for t in ordered[:prefix_len] if df[number[t]] > 1})
-        return {int(i) for i in self._postings.holders_of(probe)} if probe else set()
+        return {int(i) for i in postings.holders_of(probe)} if probe else set()
+
+    def _similar_in_index(self, tokens: frozenset[str], prefix_len: int) -> set[int]:
+        """:meth:`similar_to` read from the FTS5 supersede index (SQLite; the keys' GIN index on a server)."""
+        keys = sorted({token_key(t) for t in tokens})
+        df = dict(zip(keys, supersede.holder_counts(self.conn, keys, SIMILAR_TO_COUNT_CAP), strict=True))
+        ordered = sorted(tokens, key=lambda t: (df[token_key(t)], t))
+        holding = (
+            "SELECT rowid FROM similarity_index WHERE string_to_array(keys, ' ') @> ARRAY[?::text]"
+            if is_postgres(self.conn)
+            else "SELECT rowid FROM similarity_index WHERE similarity_index MATCH ?"
+        )
+        found: set[int] = set()
+        for key in sorted({token_key(t) for t in ordered[:prefix_len] if df[token_key(t)] > 1}):
+            found.update(r[0] for r in self.conn.execute(holding, (key,)))
+        return found
 
     def stands_alone(self, memory_id: int) -> bool:
         """See :meth:`memlens.rules.SweepView.stands_alone`. Only such a memory can take a near-duplicate's place: it
@@ -443,6 +465,7 @@ def run(
     entry says it stopped (``stopped: true`` with how many were planned); the report's ``stopped`` is True. The
     near-duplicate bookkeeping then stays where it was, so the next sweep looks at the same memories again.
     """
+    _prepare_for_duplicates(store)
     if dry_run:
         with store.ctx.lock:
             conn = store.conn
@@ -459,13 +482,6 @@ def run(
     archives: list[int] = []
     skipped = 0
     stopped = False
-    if store.settings.duplicate_threshold < 1.0:
-        with store.ctx.read() as conn:
-            tagged = conn.execute("SELECT EXISTS (SELECT 1 FROM memory_tags)").fetchone()[0]
-        if tagged:
-            # The near-duplicate rule reads the in-memory supersede index: its first build (seconds at a million)
-            # is made before the write lock is taken, as remember does.
-            store.ctx.prepare_postings()
     with store.ctx.write() as conn:
         p = plan(conn, store.settings, now, store.ctx.postings)
         batches = _batches(p)
@@ -505,6 +521,18 @@ def _batches(p: SweepPlan) -> list[list[SweepDecision]]:
     by_id = {d.memory_id: d for d in p.decisions}
     batches += [[by_id[i] for i in ids] for ids in p.archive_groups.values()]
     return batches or [[]]
+
+
+def _prepare_for_duplicates(store: MemoryStore) -> None:
+    """Build the in-memory supersede index for the near-duplicate rule when a sweep may need it (tagged memories,
+    duplicates not switched off): once per process, seconds at a million memories, before any write lock is taken,
+    as remember does. A sweep compares every new tagged memory, a first sweep all of them."""
+    if store.settings.duplicate_threshold >= 1.0:
+        return
+    with store.ctx.read() as conn:
+        tagged = conn.execute("SELECT EXISTS (SELECT 1 FROM memory_tags)").fetchone()[0]
+    if tagged:
+        store.ctx.prepare_postings()
 
 
 def _still_due(conn: Connection, p: SweepPlan, d: SweepDecision, settings: StoreSettings, now_ts: float, postings: SimilarityPostings) -> bool:

@@ -254,12 +254,16 @@ def test_what_is_due_by_ttl_is_read_from_the_covering_ttl_index_alone(store: Mem
     assert any("memories_by_ttl" in p for p in plans), plans
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_similar_to_finds_every_memory_a_scan_finds_above_the_threshold(store: MemoryStore, shared: bool):
+@pytest.mark.parametrize("source", ["in-memory index", "FTS5 index", "FTS5 index, cap 2"])
+def test_similar_to_finds_every_memory_a_scan_finds_above_the_threshold(store: MemoryStore, monkeypatch: pytest.MonkeyPatch, source: str):
     """The duplicate check's candidates hold every latest memory a full scan puts above the threshold: from the
-    store's in-memory supersede index (``shared``, kept up to date by the writes, as a sweep uses it) or from a view's
-    own copy, built at its first check."""
+    store's in-memory supersede index (kept up to date by the writes, as a sweep uses it) or, without one, from the
+    FTS5 index with capped counts; with a cap of 2 nearly every token ties and the tie-break by text decides."""
     from memlens.text import jaccard, similarity_tokens
+
+    shared = source == "in-memory index"
+    if source.endswith("cap 2"):
+        monkeypatch.setattr(sweep_engine, "SIMILAR_TO_COUNT_CAP", 2)
 
     rng = random.Random(17)
     texts = [m.content for m in Generator(5).memories(600)]
@@ -277,6 +281,7 @@ def test_similar_to_finds_every_memory_a_scan_finds_above_the_threshold(store: M
         store.remember_many([{"content": t} for t in texts[::7]], now=EPOCH)  # caught up through the change log
         latest = {mid: similarity_tokens(content) for mid, content in store.conn.execute("SELECT id, content FROM memories WHERE is_latest = 1")}
     view = sweep_engine.StoreView(store.conn, store.ctx.postings if shared else None)
+    assert store.ctx.postings.built == shared
     checked = 0
     for subject_id in rng.sample(sorted(latest), 80):
         tokens = latest[subject_id]
