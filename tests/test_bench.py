@@ -132,6 +132,38 @@ def test_interleaved_alternates_the_sides_and_times_wall_and_cpu():
     assert pair.ratio_p50() is not None and pair.ratio_total() is not None
 
 
+def test_interleaved_keeps_what_keep_makes_of_each_result_outside_the_clock(monkeypatch):
+    from memlens.bench import timing
+
+    class Clock:  # time as the benchmark sees it: still, except where the test moves it
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            return self.now
+
+        def process_time(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(timing, "time", clock)
+    seen: list[int] = []
+
+    def call(i: int) -> list[int]:
+        clock.now += 1.0  # what the timed call costs
+        return list(range(1000))
+
+    def slow_verdict(result: list[int]) -> bool:
+        seen.append(len(result))
+        clock.now += 100.0  # a check costing a hundred times the call, which must not be timed
+        return len(result) == 1000
+
+    pair = interleaved(call, lambda i: list(range(i)), rounds=4, keep_a=slow_verdict, keep_b=len)
+    # Only the verdicts are kept, so the big results do not stay alive into the later rounds.
+    assert pair.a.results == [True] * 4 and pair.b.results == [0, 1, 2, 3]
+    assert seen == [1000] * 4
+    assert pair.a.wall == pair.a.cpu == [1.0] * 4 and pair.b.wall == [0.0] * 4
+
+
 def test_clock_and_seconds_give_cpu_beside_wall():
     result, sample = clock(lambda: sum(range(200_000)))
     assert result == sum(range(200_000))

@@ -83,6 +83,8 @@ def run(path: Path, gen: Generator, *, queries: int = 200, rounds: int = 3, limi
             search if kept else fresh_search,
             lambda i: conn.execute(RAW_SQL, (raw[i % len(qs)], limit)).fetchall(),
             rounds=rounds * len(qs),
+            keep_a=bool,
+            keep_b=len,
         )
         statements = passes[0]
     return {
