@@ -450,38 +450,86 @@ class SettingsDialog(QtWidgets.QDialog):
 # --- sweep preview ---------------------------------------------------------------------------------------------
 
 
-class DecisionTable(QtWidgets.QTableWidget):
-    """Sweep decisions as a table; double-clicking a row emits the memory id."""
+class DecisionModel(QtCore.QAbstractTableModel):
+    """Sweep decisions as table rows, each cell made when the view asks for it.
+
+    A sweep of a million-memory store can plan ten thousand decisions: items made for all of them up front (five
+    QTableWidgetItems a row) held the window still for 364 ms, and a decision's reason, worked out when first read
+    (see memlens.rules.base.SweepDecision), was worded for every row. Here only the rows on screen are read."""
+
+    HEADERS = ("#", "Title", "Rule", "Action", "Why")
+
+    def __init__(self, decisions: Sequence[Any], parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self._decisions = list(decisions)
+
+    def rowCount(self, parent: QtCore.QModelIndex | QtCore.QPersistentModelIndex = QtCore.QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._decisions)
+
+    def columnCount(self, parent: QtCore.QModelIndex | QtCore.QPersistentModelIndex = QtCore.QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.HEADERS)
+
+    def headerData(self, section: int, orientation: QtCore.Qt.Orientation, role: int = QtCore.Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == QtCore.Qt.Orientation.Horizontal and role == QtCore.Qt.ItemDataRole.DisplayRole and 0 <= section < len(self.HEADERS):
+            return self.HEADERS[section]
+        return None
+
+    def data(self, index: QtCore.QModelIndex | QtCore.QPersistentModelIndex, role: int = QtCore.Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        d = self._decisions[index.row()]
+        if role == QtCore.Qt.ItemDataRole.UserRole:
+            return d.memory_id
+        if role in (QtCore.Qt.ItemDataRole.DisplayRole, QtCore.Qt.ItemDataRole.ToolTipRole):
+            return self.text(index.row(), index.column())
+        return None
+
+    def text(self, row: int, column: int) -> str:
+        """What the cell at ``row``, ``column`` shows (its tooltip says the same, for text cut at the edge)."""
+        d = self._decisions[row]
+        if column == 0:
+            return str(d.memory_id)
+        if column == 1:
+            return str(d.title)
+        if column == 2:
+            return str(d.rule)
+        if column == 3:
+            return str(d.action).replace("_", " ")
+        return str(d.reason)
+
+    def memory_id(self, row: int) -> int:
+        """The id of the memory the decision on ``row`` is about."""
+        return int(self._decisions[row].memory_id)
+
+
+class DecisionTable(QtWidgets.QTableView):
+    """Sweep decisions as a table (a :class:`DecisionModel`); double-clicking a row emits the memory id."""
 
     memory_activated = Signal(int)
 
     def __init__(self, decisions: Sequence[Any], parent: QtWidgets.QWidget | None = None) -> None:
-        super().__init__(len(decisions), 5, parent)
+        super().__init__(parent)
         self.setObjectName("sweepDecisions")
         self.setAccessibleName("Sweep decisions")
-        self.setHorizontalHeaderLabels(["#", "Title", "Rule", "Action", "Why"])
+        self.decisions = DecisionModel(decisions, self)
+        self.setModel(self.decisions)
         self.verticalHeader().setVisible(False)
+        # Every row the same height: the view then never measures rows it does not show.
+        self.verticalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.Fixed)
+        self.verticalHeader().setDefaultSectionSize(24)
         self.horizontalHeader().setStretchLastSection(True)
         self.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setWordWrap(False)
-        self.verticalHeader().setDefaultSectionSize(24)
         self.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
-        for row, d in enumerate(decisions):
-            for col, text in enumerate((str(d.memory_id), d.title, d.rule, d.action.replace("_", " "), d.reason)):
-                item = QtWidgets.QTableWidgetItem(text)
-                item.setToolTip(text)
-                item.setData(QtCore.Qt.ItemDataRole.UserRole, d.memory_id)
-                self.setItem(row, col, item)
         self.setColumnWidth(0, 60)
         self.setColumnWidth(1, 260)
         self.setColumnWidth(2, 80)
         self.setColumnWidth(3, 110)
-        self.cellDoubleClicked.connect(self._activated)
+        self.doubleClicked.connect(self._activated)
 
-    def _activated(self, row: int, _column: int) -> None:
-        item = self.item(row, 0)
-        if item is not None:
-            self.memory_activated.emit(int(item.text()))
+    def _activated(self, index: QtCore.QModelIndex) -> None:
+        if index.isValid():
+            self.memory_activated.emit(self.decisions.memory_id(index.row()))
 
 
 class SweepPreviewDialog(QtWidgets.QDialog):
@@ -497,7 +545,7 @@ class SweepPreviewDialog(QtWidgets.QDialog):
         decisions = list(report.decisions)
         labels = {rule.name: rule.label for rule in rules.RULES}
         if decisions:
-            counts = ", ".join(f"{n} by {labels.get(name, name).lower()}" for name, n in report.counts.items() if n)
+            counts = ", ".join(f"{n:,} by {labels.get(name, name).lower()}" for name, n in report.counts.items() if n)
             text = f"A sweep at {fmt.when(report.now)} would act on {fmt.plural(len(decisions), 'memory', 'memories')} ({counts}). Nothing has been changed."
         else:
             text = f"A sweep at {fmt.when(report.now)} would change nothing."

@@ -15,7 +15,7 @@ from gui_support import NOW
 
 from memlens import MemoryStore
 from memlens import sweep as sweep_engine
-from memlens.gui.qt import QtCore
+from memlens.gui.qt import QtCore, QtWidgets
 
 # The offscreen platform plugin says this whenever a top-level window is shown; it is not about our code.
 pytestmark = pytest.mark.qt_log_ignore(r"This plugin does not support propagateSizeHints\(\)")
@@ -131,3 +131,50 @@ def test_sweep_marks_follow_edits(qtbot, make_window, mixed_path: Path):
         window.update_memory(marked[0], {"pinned": True})
     qtbot.waitUntil(window.is_idle, timeout=15000)
     assert marked[0] not in window.model.marked_ids()
+
+
+# --- the preview of a big sweep --------------------------------------------------------------------------------
+
+
+class _CountedDecision(sweep_engine.SweepDecision):
+    """A TTL-like decision whose reason is worked out when first read, counting how many were."""
+
+    __slots__ = ()
+    worked_out = 0
+
+    def __init__(self, memory_id: int) -> None:
+        super().__init__(memory_id, "ttl", "forget", None, None, f"Memory {memory_id}")
+
+    def work_out(self) -> tuple[dict[str, float], str]:
+        type(self).worked_out += 1
+        return {"hours_past": 1.0}, f"its TTL ran out for #{self.memory_id}"
+
+
+def test_the_preview_of_ten_thousand_decisions_reads_only_the_rows_on_screen(qtbot):
+    from memlens.gui.dialogs import SweepPreviewDialog
+
+    decisions = [_CountedDecision(i) for i in range(1, 10_001)]
+    report = sweep_engine.SweepReport(NOW, True, list(decisions), sweep_engine.counts_of(decisions))
+    _CountedDecision.worked_out = 0
+    dialog = SweepPreviewDialog(report, "Preview")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    table = dialog.table
+    model = table.model()
+    assert model.rowCount() == 10_000
+    assert "would act on 10,000 memories (10,000 by ttl)" in dialog.findChild(QtWidgets.QLabel, "sweepPreviewSummary").text()
+    # Ten thousand rows listed, and only the reasons of those painted worded (a few dozen at this height).
+    qtbot.waitUntil(lambda: _CountedDecision.worked_out > 0, timeout=5000)
+    assert _CountedDecision.worked_out < 200
+    last = model.index(9_999, 4)
+    assert model.data(last) == "its TTL ran out for #10000" and model.data(model.index(9_999, 1)) == "Memory 10000"
+    assert model.data(last, QtCore.Qt.ItemDataRole.ToolTipRole) == model.data(last)
+    assert [model.headerData(c, QtCore.Qt.Orientation.Horizontal) for c in range(5)] == ["#", "Title", "Rule", "Action", "Why"]
+    # Double-clicking a row names its memory.
+    table.scrollTo(model.index(4_999, 0))
+    with qtbot.waitSignal(table.memory_activated, timeout=2000) as activated:
+        at = table.visualRect(model.index(4_999, 2)).center()
+        qtbot.mouseClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=at)  # an item view takes a double click after a press
+        qtbot.mouseDClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=at)
+    assert activated.args == [5_000]

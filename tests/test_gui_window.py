@@ -393,7 +393,7 @@ def test_sweep_preview_pause_resume_and_run_now(qtbot, make_window, decayed_path
         window.act_sweep_preview.trigger()
     assert len(blocker.args[0].decisions) == 2 and blocker.args[0].dry_run
     dialog = window.dialog
-    assert isinstance(dialog, SweepPreviewDialog) and dialog.table.rowCount() == 2
+    assert isinstance(dialog, SweepPreviewDialog) and dialog.table.model().rowCount() == 2
     assert "Nothing has been changed" in dialog.findChild(QtWidgets.QLabel, "sweepPreviewSummary").text()
     dialog.close()
     with open_store(decayed_path) as store:
