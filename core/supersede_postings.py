@@ -96,8 +96,8 @@ def counted_runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     ``values`` is postings joined, so it is a few long ascending runs (each key's holders in id order), and the
     stable sort (a merge sort that finds the runs, then merges them) costs a fifth of numpy's default quicksort
-    there: 0.35 against 1.71 ms a remember() at a million memories on an AMD EPYC, the same arrays sorted both
-    ways (/tmp/s/capsort.py, not kept). Equal integers come out alike whichever sort runs."""
+    there: 0.35 against 1.71 ms a remember() at a million memories on an AMD EPYC (the arrays of 300 calls
+    captured and sorted both ways). Equal integers come out alike whichever sort runs."""
     values.sort(kind="stable")
     edges = np.empty(len(values) + 1, dtype=np.bool_)
     edges[0] = edges[-1] = True

@@ -477,9 +477,6 @@ class DecisionModel(QtCore.QAbstractTableModel):
     def data(self, index: QtCore.QModelIndex | QtCore.QPersistentModelIndex, role: int = QtCore.Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        d = self._decisions[index.row()]
-        if role == QtCore.Qt.ItemDataRole.UserRole:
-            return d.memory_id
         if role in (QtCore.Qt.ItemDataRole.DisplayRole, QtCore.Qt.ItemDataRole.ToolTipRole):
             return self.text(index.row(), index.column())
         return None
