@@ -551,7 +551,7 @@ class SweepPreviewDialog(QtWidgets.QDialog):
         head.setWordWrap(True)
         # Every registered rule with what it would do, so a rule that takes nothing is seen to have been applied.
         legend = "".join(
-            f"<li><b>{html.escape(rule.label)}</b> ({report.counts.get(rule.name, 0)}): {html.escape(rule.description)}</li>" for rule in rules.RULES
+            f"<li><b>{html.escape(rule.label)}</b> ({report.counts.get(rule.name, 0):,}): {html.escape(rule.description)}</li>" for rule in rules.RULES
         )
         self.rules = QtWidgets.QLabel(f"<ul style='margin:0'>{legend}</ul>")
         self.rules.setObjectName("sweepPreviewRules")

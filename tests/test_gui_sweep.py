@@ -164,6 +164,7 @@ def test_the_preview_of_ten_thousand_decisions_reads_only_the_rows_on_screen(qtb
     model = table.model()
     assert model.rowCount() == 10_000
     assert "would act on 10,000 memories (10,000 by ttl)" in dialog.findChild(QtWidgets.QLabel, "sweepPreviewSummary").text()
+    assert "<b>TTL</b> (10,000)" in dialog.rules.text()
     # Ten thousand rows listed, and only the reasons of those painted worded (a few dozen at this height).
     qtbot.waitUntil(lambda: _CountedDecision.worked_out > 0, timeout=5000)
     assert _CountedDecision.worked_out < 200
