@@ -20,9 +20,11 @@ Using it in a benchmark::
   (``time.process_time``: this process, all threads) seconds. Everything the two sides share (the batch, the
   query) is prepared before the call; everything inside the callable is timed. Batch-by-batch work (an import)
   passes ``rounds=len(batches)`` and has each side take batch ``i``; repeated rounds of per-call work
-  (search) pass ``rounds=len(queries) * repeats`` and index ``queries[i % len(queries)]``.
+  (search) pass ``rounds=len(queries) * repeats`` and index ``queries[i % len(queries)]``. Results that are big
+  (a sweep plan, a list of rows) are kept as a verdict: ``keep_a=`` / ``keep_b=`` (both or neither) say what to
+  keep of each, worked out after the clocks stop, so the results of earlier rounds do not stay alive.
 - It returns an :class:`Interleaved`: ``.a`` and ``.b`` are :class:`Side` objects with ``.wall`` and ``.cpu``
-  (seconds per call, in call order), ``.results`` (what each call returned), ``.wall_s`` / ``.cpu_s`` (totals) and
+  (seconds per call, in call order), ``.results`` (what each call returned, or what ``keep_a``/``keep_b`` made of it), ``.wall_s`` / ``.cpu_s`` (totals) and
   ``.summary()`` (per-call milliseconds, the keys below); ``.ratio_p50()`` and ``.ratio_total()`` give baseline over
   figure (above 1: the figure is faster).
 - A single timed call: ``clock(fn)`` returns ``(result, Sample(wall, cpu))``; ``timed(fn)`` (wall only) stays
