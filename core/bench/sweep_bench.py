@@ -54,10 +54,7 @@ def run(path: Path, *, due_to_apply: int = DUE_TO_APPLY, rounds: int = 7, baseli
             all_due_at = EPOCH + timedelta(days=60, hours=2)
             cutoff = all_due_at.timestamp() - store.settings.grace_hours * 3600.0
             report, cold = clock(lambda: store.sweep(now=all_due_at, dry_run=True))
-            # Each round's plan is compared with the first one and dropped, and the raw rows are counted and dropped
-            # (after the clocks stop): seven plans of 10,000 decisions and seven row lists kept alive made every call
-            # build its objects in fresh memory, and the page faults doubled both p50s at 1M (find due 26-30 ms
-            # against 14, the raw query 14-16 ms against 6-7), a cost no sweep outside this loop pays.
+            # Each round keeps a verdict, not its plan or rows (see interleaved: kept results are timed as page faults).
             pair = interleaved(
                 lambda _i: store.sweep(now=all_due_at, dry_run=True),
                 lambda _i: conn.execute(_RAW_DUE, (cutoff, all_due_at.timestamp())).fetchall(),

@@ -54,14 +54,7 @@ class _Expired(SweepDecision):
     __slots__ = ("forget_after", "now_ts")
 
     def __init__(self, memory_id: int, title: str, forget_after: float, now_ts: float) -> None:
-        # SweepDecision.__init__'s assignments inline: a plan can hold ten thousand of these, and the call to it was
-        # a quarter of making one.
-        self.memory_id = memory_id
-        self.rule = TtlRule.name
-        self.action = "forget"
-        self._numbers = None
-        self._reason = None
-        self.title = title
+        super().__init__(memory_id, TtlRule.name, "forget", None, None, title)
         self.forget_after = forget_after
         self.now_ts = now_ts
 
