@@ -166,3 +166,55 @@ def test_candidates_are_the_ones_the_single_statement_chose(db_path, t0) -> None
             for limit in (1, 3, 10):
                 new = candidate_ids(store.conn, memory, now_ts, limit=limit, postings=store.ctx.postings)
                 assert new == _old_candidate_ids(store.conn, memory, now_ts, limit=limit, postings=store.ctx.postings)
+
+
+def test_candidates_leave_out_memories_gone_from_the_index_since_its_snapshot(db_path, t0) -> None:
+    """Memories forgotten or superseded after the in-memory index was built stay in its postings as known-gone ids;
+    the candidates (which check only the head of the ranking for them) equal those of checking every id found."""
+    from datetime import timedelta
+
+    import numpy as np
+
+    from memlens import MemoryStore
+    from memlens.conflicts import _alive_most_shared, _most_shared, candidate_ids
+    from memlens.models import ts_from_dt
+    from memlens.supersede_postings import counted_runs, key_number
+    from memlens.text import similarity_tokens, token_key
+
+    rng = random.Random(9)
+    vocab = [f"w{i:03d}" for i in range(60)]
+    with MemoryStore.open(db_path) as store:
+        for i in range(300):
+            store.remember(
+                " ".join(rng.sample(vocab, rng.randint(4, 10))), layer="semantic", project=rng.choice([None, "a"]),
+                supersede=False, now=t0 + timedelta(minutes=i),
+            )  # fmt: skip
+    with MemoryStore.open(db_path) as store:
+        store.ctx.postings.sync(store.conn)  # the snapshot holds all 300
+        ids = [r[0] for r in store.conn.execute("SELECT id FROM memories ORDER BY id")]
+        gone = rng.sample(ids, 200)
+        store.forget_many(gone[:150], now=t0 + timedelta(hours=6))
+        for mid in gone[150:]:  # a new version makes the old one leave the index too
+            old = store.get(mid)
+            store.remember(old.content + " w999", layer="semantic", project=old.project, supersede_id=mid, now=t0 + timedelta(hours=7))
+        postings = store.ctx.postings
+        postings.sync(store.conn)
+        assert postings.builds == 1 and postings.stats()["dead"] == 200  # replayed, not rebuilt: the gone ids are still held
+        now_ts = ts_from_dt(t0 + timedelta(hours=8))
+        for (mid,) in store.conn.execute("SELECT id FROM memories WHERE is_latest = 1 ORDER BY id").fetchall():
+            memory = store.get(mid)
+            for limit in (1, 3, 10):
+                expected = _old_candidate_ids(store.conn, memory, now_ts, limit=limit, postings=postings)
+                assert candidate_ids(store.conn, memory, now_ts, limit=limit, postings=postings) == expected
+        # The ranking itself, where most of a head of the ranking is gone (its first survivors are not enough).
+        extended = 0
+        for probe in range(40):
+            keys = sorted({key_number(token_key(t)) for t in similarity_tokens(" ".join(rng.sample(vocab, 8)))})
+            found, shared = counted_runs(postings.holders_of(keys))
+            for count in (1, 5, 20, 50, 400):
+                keep = postings.alive(found) & (found != probe)
+                expected_ids = _most_shared(found[keep], shared[keep], count)
+                assert _alive_most_shared(postings, found, shared, probe, count).tolist() == expected_ids
+                head = np.array(_most_shared(found, shared, 2 * count + 1), dtype=np.int64)
+                extended += 2 * count + 1 < len(found) and int(np.count_nonzero(postings.alive(head) & (head != probe))) < count
+        assert extended  # some heads were too short
