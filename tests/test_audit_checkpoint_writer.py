@@ -101,7 +101,7 @@ def test_a_forked_child_starts_with_a_writer_of_its_own(tmp_path: Path, monkeypa
     writer.flush()
     with writer._cond:
         writer._cond.wait_for(lambda: writer._thread is None)  # no thread alive at the fork
-        writer._pending = {tmp_path / "parent-pending.checkpoint.json": first}  # the parent's, not the child's
+        writer._pending = {tmp_path / "parent-pending.checkpoint.json": (first, None)}  # the parent's, not the child's
     pid = os.fork()
     if pid == 0:
         try:
@@ -162,3 +162,22 @@ def test_the_checkpoint_reads_the_head_in_one_statement_as_it_did_in_three(db_pa
         raw.execute("DELETE FROM meta WHERE key = 'store_id'")
     with MemoryStore.open(db_path, readonly=True) as store:
         assert context.audit_checkpoint(store.conn) is None  # no id: nothing to name a checkpoint by
+
+
+def test_a_store_head_is_signed_and_named_by_the_writer_thread(db_path: Path, t0):
+    """After a write the store hands its log's head over unsigned; what lands in the local checkpoint is the head,
+    signed with the store's key, in the store's own checkpoint file; without the key nothing is written."""
+    with MemoryStore.open(db_path) as store:
+        store.remember("a memory whose write moves the audit head", now=t0)
+        store.ctx.flush_checkpoints()
+        sid = audit_seal.store_id(store.conn)
+        assert sid
+        key = audit_seal.load_key(sid)
+        assert key
+        local = _local(store)
+        assert local is not None and local.signature_ok(key) and (local.entries, local.head_hash) == _head(store)
+        writer = CheckpointWriter()
+        unsigned = audit_seal.Checkpoint("no-such-store", 1, "a" * 64, 1, "2026-01-01T00:00:01+00:00")
+        writer.submit_head(store.ctx.path, unsigned)
+        writer.flush()
+        assert audit_seal.read_checkpoint(audit_seal.checkpoint_path("no-such-store", store.ctx.path)) is None

@@ -197,6 +197,15 @@ def _head_apart(conn: db.Connection) -> tuple[Any, ...] | None:
 def audit_checkpoint(conn: db.Connection, *, now: datetime | None = None) -> audit_seal.Checkpoint | None:
     """The signed head of the store's audit log as it is now (None for an empty log or a store without an id).
     Unsigned when the key is missing."""
+    checkpoint = audit_head(conn, now=now)
+    if checkpoint is None:
+        return None
+    key = audit_seal.load_key(checkpoint.store_id)
+    return checkpoint.signed(key) if key else checkpoint
+
+
+def audit_head(conn: db.Connection, *, now: datetime | None = None) -> audit_seal.Checkpoint | None:
+    """The head of the store's audit log as it is now, unsigned (None for an empty log or a store without an id)."""
     try:
         head = conn.execute(_HEAD_SQL).fetchone()
     except db.sqlite.Error:
@@ -205,9 +214,7 @@ def audit_checkpoint(conn: db.Connection, *, now: datetime | None = None) -> aud
         return None
     sid, sealed_from = str(head[2]), None if head[3] is None else str(head[3])
     when = resolve_now(now).astimezone(timezone.utc).isoformat()
-    checkpoint = audit_seal.Checkpoint(sid, int(head[0]), str(head[1]), int(sealed_from) if sealed_from and sealed_from.isdigit() else None, when)
-    key = audit_seal.load_key(sid)
-    return checkpoint.signed(key) if key else checkpoint
+    return audit_seal.Checkpoint(sid, int(head[0]), str(head[1]), int(sealed_from) if sealed_from and sealed_from.isdigit() else None, when)
 
 
 def audit_hash(prev_hash: str, at: float, operation: str, actor: str, targets: str, details: str) -> str:
@@ -307,12 +314,12 @@ class StoreContext:
                     self._erasure_done = False
                 yield conn
             if outermost and self._audited:
-                # Anchor the audit log's new head outside the store: signed now, the file put in place by the
+                # Anchor the audit log's new head outside the store: read now, signed and put in place by the
                 # checkpoint writer's thread (see memlens.storage.checkpoint_writer).
                 self._audited = False
-                checkpoint = audit_checkpoint(self.conn)
-                if checkpoint is not None and checkpoint.signature:
-                    self._checkpoints.submit(audit_seal.checkpoint_path(checkpoint.store_id, self.path), checkpoint)
+                checkpoint = audit_head(self.conn)
+                if checkpoint is not None:
+                    self._checkpoints.submit_head(self.path, checkpoint)
 
     # the audit checkpoint ------------------------------------------------------------------------------------
 
