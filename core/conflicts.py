@@ -34,7 +34,6 @@ from memlens.errors import InvalidInput, NotFound
 from memlens.models import Memory, ts_from_dt, utc_from_ts
 from memlens.storage.context import StoreContext, to_json
 from memlens.storage.validation import check_count, check_id, check_text, check_ttl
-from memlens.text import similarity_tokens, token_key
 
 if TYPE_CHECKING:
     import numpy as np
@@ -626,9 +625,9 @@ def _candidate_rows(
 ) -> list[tuple[int, str, float]]:
     """:func:`candidate_ids` of the memory ``memory_id`` (its text and project given), each with its text and its
     stored creation time, read in the statement that checks them (the write path compares the texts next)."""
-    from memlens.supersede_postings import SimilarityPostings, counted_runs, key_number
+    from memlens.supersede_postings import SimilarityPostings, counted_runs, keys_of
 
-    keys = sorted({key_number(token_key(t)) for t in similarity_tokens(content)})
+    keys = keys_of(content).tolist()
     if not keys:
         return []
     index = postings if postings is not None else SimilarityPostings()

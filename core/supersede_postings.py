@@ -47,6 +47,7 @@ Writers prune the log beyond ``memlens.supersede.CHANGES_KEPT`` rows; a reader f
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +82,15 @@ def key_number(key: str) -> int:
     return int(key[1:], 16)
 
 
-def _keys_of(text: str) -> np.ndarray:
-    return np.array(sorted({key_number(token_key(t)) for t in similarity_tokens(text)}), dtype=np.int64)
+@functools.lru_cache(maxsize=32)
+def keys_of(text: str) -> np.ndarray:
+    """The key numbers of ``text``'s similarity tokens, ascending, once each (a read-only array: it is shared).
+
+    The last few texts are kept: a semantic remember() asks for its own text's keys twice after its write (the
+    in-memory index catching up with it, then the conflict candidates), about 30 us each at forty words."""
+    keys = np.array(sorted({key_number(token_key(t)) for t in similarity_tokens(text)}), dtype=np.int64)
+    keys.setflags(write=False)
+    return keys
 
 
 def unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +216,7 @@ class SimilarityPostings:
             chunk = joined[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for memory_id, content, layer in conn.execute(f"SELECT id, content, layer FROM memories WHERE id IN ({marks})", chunk):
-                keys = _keys_of(content)
+                keys = keys_of(content)
                 if not len(keys):
                     continue
                 if memory_id >= len(self._key_count):
