@@ -1,10 +1,11 @@
 """Write a memory with a supersede preview: before saving, see what it would supersede and why.
 
-As the person types (debounced), ``MemoryStore.preview_supersede`` runs on the reader thread and the dialog shows the
-decision ``remember`` would make: the memory it would supersede, or the advisory "similar to" match, the similarity
-against the threshold, and the shared and differing words highlighted on both sides. Then: save (as decided), save
-as a separate memory (no supersede), save a "similar" match as its new version anyway, or cancel. A new version
-without a project of its own joins its chain's project, and the preview says so.
+As the person types (debounced), ``MemoryStore.preview_supersede`` runs on the planning reader's thread
+(:attr:`memlens.gui.tasks.StoreReader.planner`) and the dialog shows the decision ``remember`` would make: the memory
+it would supersede, or the advisory "similar to" match, the similarity against the threshold, and the shared and
+differing words highlighted on both sides. Then: save (as decided), save as a separate memory (no supersede), save
+a "similar" match as its new version anyway, or cancel. A new version without a project of its own joins its
+chain's project, and the preview says so.
 """
 
 from __future__ import annotations

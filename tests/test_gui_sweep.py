@@ -179,3 +179,59 @@ def test_the_preview_of_ten_thousand_decisions_reads_only_the_rows_on_screen(qtb
         qtbot.mouseClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=at)  # an item view takes a double click after a press
         qtbot.mouseDClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=at)
     assert activated.args == [5_000]
+
+
+def test_planning_the_next_sweep_never_holds_up_the_reads_queued_after_it(qtbot, make_window, expiring_path: Path, monkeypatch):
+    """At a million memories the next sweep's dry run takes about a second. It runs on the planner's thread, so a
+    page of the table, a count or a detail asked for meanwhile does not wait behind it (on the reader's thread,
+    scrolling a freshly opened million-memory store to its end waited for the plan: 1.7-1.9 s against 0.7 s)."""
+    from gui_support import wait_idle
+
+    window = make_window(expiring_path)
+    planning, release = threading.Event(), threading.Event()
+    real_sweep = MemoryStore.sweep
+
+    def slow_plan(self, *args, **kwargs):
+        if kwargs.get("dry_run"):
+            planning.set()
+            assert release.wait(10)
+        return real_sweep(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "sweep", slow_plan)
+    got: list[int] = []
+    try:
+        window.refresher.refresh_sweep_marks()
+        assert planning.wait(10)  # the plan has begun, and holds its thread
+        window.reader.submit("probe", lambda store: store.count_memories(latest_only=False, include_expired=True), got.append)
+        qtbot.waitUntil(lambda: bool(got), timeout=5000)
+    finally:
+        release.set()
+    assert got == [12]
+    wait_idle(qtbot, window)
+    assert len(window.model.sweep_plan) == 10  # and the plan, let go, marked the ten expired memories
+
+
+def test_the_next_sweep_is_planned_once_the_reads_asked_for_before_are_in(qtbot, make_window, expiring_path: Path, monkeypatch):
+    """Planning on its own thread while the visible rows load slowed them (the threads share the interpreter and
+    two cores): the plan starts once the reader has nothing pending."""
+    from gui_support import wait_idle
+
+    window = make_window(expiring_path)
+    hold, planned = threading.Event(), threading.Event()
+    real_sweep = MemoryStore.sweep
+
+    def watched(self, *args, **kwargs):
+        if kwargs.get("dry_run"):
+            planned.set()
+        return real_sweep(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "sweep", watched)
+    try:
+        window.reader.submit("held", lambda store: hold.wait(10))
+        window.refresher.refresh_sweep_marks()
+        assert not planned.wait(0.5)  # the read asked for first is still running
+    finally:
+        hold.set()
+    qtbot.waitUntil(planned.is_set, timeout=5000)
+    wait_idle(qtbot, window)
+    assert len(window.model.sweep_plan) == 10

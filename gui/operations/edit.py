@@ -84,7 +84,7 @@ def open_new_memory_dialog(host: WindowHost, projects: list[str], project: str |
     chose and show it."""
     if host.reader is None or host.read_only():
         return
-    dialog = NewMemoryDialog(host.reader, host.clock, projects, project, host.dialog_parent())
+    dialog = NewMemoryDialog(host.reader.planner, host.clock, projects, project, host.dialog_parent())
 
     def stored(memory: Memory) -> None:
         what = f"as version {memory.version} of #{memory.parent_id}" if memory.parent_id else "as a new memory"
