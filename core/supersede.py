@@ -82,16 +82,15 @@ def log_changes(conn: Connection, memory_ids: Sequence[int], latest: bool) -> No
     or left the supersede index, so that every in-memory copy of it catches up (see memlens.supersede_postings)."""
     if not memory_ids:
         return
+    rows = [(None, int(latest))] if len(memory_ids) >= BULK_RESET else [(m, int(latest)) for m in memory_ids]
+    added = len(rows)
     top: int | None = None
-    if len(memory_ids) >= BULK_RESET or len(memory_ids) == 1:
-        one = (None if len(memory_ids) >= BULK_RESET else memory_ids[0], int(latest))
-        cur = conn.execute("INSERT INTO similarity_changes(memory_id, latest) VALUES (?, ?)", one)
-        added = 1
+    if added == 1:
+        cur = conn.execute("INSERT INTO similarity_changes(memory_id, latest) VALUES (?, ?)", rows[0])
         # SQLite's seq is the row's rowid (the server's is not handed back): no statement to read it, every remember.
         top = None if is_postgres(conn) else cur.lastrowid
     else:
-        conn.executemany("INSERT INTO similarity_changes(memory_id, latest) VALUES (?, ?)", [(m, int(latest)) for m in memory_ids])
-        added = len(memory_ids)
+        conn.executemany("INSERT INTO similarity_changes(memory_id, latest) VALUES (?, ?)", rows)
     if top is None:
         top = conn.execute("SELECT MAX(seq) FROM similarity_changes").fetchone()[0]
     if top // _PRUNE_EVERY != (top - added) // _PRUNE_EVERY:

@@ -181,6 +181,18 @@ def test_the_preview_of_ten_thousand_decisions_reads_only_the_rows_on_screen(qtb
     assert activated.args == [5_000]
 
 
+def _on_dry_runs(monkeypatch, before) -> None:
+    """Have every sweep dry run (the planner's) call ``before()`` first, on the thread that runs it."""
+    real_sweep = MemoryStore.sweep
+
+    def sweep(self, *args, **kwargs):
+        if kwargs.get("dry_run"):
+            before()
+        return real_sweep(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "sweep", sweep)
+
+
 def test_planning_the_next_sweep_never_holds_up_the_reads_queued_after_it(qtbot, make_window, expiring_path: Path, monkeypatch):
     """At a million memories the next sweep's dry run takes about a second. It runs on the planner's thread, so a
     page of the table, a count or a detail asked for meanwhile does not wait behind it (on the reader's thread,
@@ -189,15 +201,12 @@ def test_planning_the_next_sweep_never_holds_up_the_reads_queued_after_it(qtbot,
 
     window = make_window(expiring_path)
     planning, release = threading.Event(), threading.Event()
-    real_sweep = MemoryStore.sweep
 
-    def slow_plan(self, *args, **kwargs):
-        if kwargs.get("dry_run"):
-            planning.set()
-            assert release.wait(10)
-        return real_sweep(self, *args, **kwargs)
+    def hold_the_plan() -> None:
+        planning.set()
+        assert release.wait(10)
 
-    monkeypatch.setattr(MemoryStore, "sweep", slow_plan)
+    _on_dry_runs(monkeypatch, hold_the_plan)
     got: list[int] = []
     try:
         window.refresher.refresh_sweep_marks()
@@ -218,14 +227,7 @@ def test_the_next_sweep_is_planned_once_the_reads_asked_for_before_are_in(qtbot,
 
     window = make_window(expiring_path)
     hold, planned = threading.Event(), threading.Event()
-    real_sweep = MemoryStore.sweep
-
-    def watched(self, *args, **kwargs):
-        if kwargs.get("dry_run"):
-            planned.set()
-        return real_sweep(self, *args, **kwargs)
-
-    monkeypatch.setattr(MemoryStore, "sweep", watched)
+    _on_dry_runs(monkeypatch, planned.set)
     try:
         window.reader.submit("held", lambda store: hold.wait(10))
         window.refresher.refresh_sweep_marks()
