@@ -35,12 +35,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(ROOT / name, src / name)
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out), str(src)],
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out), str(src)],
         check=True,
         capture_output=True,
         text=True,
     )
+    # setuptools warns that a data folder missing from `packages` will no longer be shipped: the wheel would lose
+    # it (and the app its icons) on the day that warning becomes the rule.
+    assert "absent from the `packages` configuration" not in build.stdout + build.stderr
     (built,) = out.glob("memlens-*.whl")
     return built
 
