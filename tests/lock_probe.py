@@ -8,7 +8,10 @@ from pathlib import Path
 
 def held_locks(path: Path) -> int:
     """How many POSIX locks this process holds on ``path`` right now."""
-    inode = os.stat(path).st_ino
+    st = os.stat(path)
+    # The file as /proc/locks names it: major and minor device numbers in hex, then the inode. The device counts
+    # too: a file of another file system (a store another test left open) may have the same inode number.
+    file_id = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
     pid = str(os.getpid())
     count = 0
     with open("/proc/locks", encoding="ascii") as fh:
@@ -18,7 +21,8 @@ def held_locks(path: Path) -> int:
             if "->" in fields or "POSIX" not in fields:
                 continue
             where = fields.index("POSIX")
-            if fields[where + 3] == pid and fields[where + 4].rsplit(":", 1)[1] == str(inode):
+            major, minor, inode = fields[where + 4].split(":")
+            if fields[where + 3] == pid and (int(major, 16), int(minor, 16), int(inode)) == file_id:
                 count += 1
     return count
 
